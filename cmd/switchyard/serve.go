@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	httpapi "github.com/switchyard/switchyard/http"
+)
+
+func newServeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP service, projections and reactors (migrates the schema first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := openApp(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			return a.serve(cmd.Context(), nil)
+		},
+	}
+}
+
+// serve runs until ctx ends, then drains: the listener stops accepting, in-flight requests get
+// the shutdown timeout to finish. ready, if set, receives the bound address once listening.
+func (a *app) serve(ctx context.Context, ready chan<- string) error {
+	srv := httpapi.NewServer(httpapi.Options{
+		Logger:       a.log,
+		Gatherer:     a.registry,
+		MaxBodyBytes: a.cfg.MaxBodyBytes,
+		Checks: []httpapi.Check{
+			{Name: "database", Check: a.pool.Ping},
+			{Name: "eventstore", Check: a.store.Ping},
+			{Name: "projections", Check: a.engine.Ready},
+		},
+	})
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.engine.Run(gctx) })
+	g.Go(func() error {
+		a.log.WithField("addr", ln.Addr().String()).WithField("baseUrl", a.cfg.BaseURL).Info("switchyard listening")
+		if ready != nil {
+			ready <- ln.Addr().String()
+		}
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		a.log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), a.cfg.ShutdownTimeout)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+func newMigrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or update the event store and read-model schema (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := openApp(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			fmt.Fprintln(cmd.OutOrStdout(), "schema is up to date")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,169 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// eventIDNamespace derives deterministic event ids from idempotency keys.
+var eventIDNamespace = uuid.MustParse("6f1c3f4e-3c1a-4d43-9a57-0d5b7c1e2f10")
+
+// readBatch is how many events one ReadStream call fetches while folding.
+const readBatch = 1000
+
+// aggregate describes how to fold one kind of stream.
+type aggregate[S any] struct {
+	zero   S
+	evolve func(S, domain.Event) S
+}
+
+// loaded is a folded stream and the revision it was folded to.
+type loaded[S any] struct {
+	state    S
+	revision uint64
+	exists   bool
+}
+
+func (l loaded[S]) expected() eventstore.ExpectedRevision {
+	if !l.exists {
+		return eventstore.NoStream()
+	}
+	return eventstore.Exact(l.revision)
+}
+
+// load folds stream, reading only the events after a cached state when there is one: streams
+// such as a busy workspace's billing account grow long, and events never change once written.
+func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S]) (loaded[S], error) {
+	cur := loaded[S]{state: agg.zero}
+	var from uint64
+	if c, ok := h.cache.get(stream); ok {
+		if l, ok := c.(loaded[S]); ok {
+			cur, from = l, l.revision+1
+		}
+	}
+	for {
+		events, err := h.store.ReadStream(ctx, stream, from, readBatch)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return loaded[S]{state: agg.zero}, nil
+		}
+		if err != nil {
+			return cur, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, rec := range events {
+			ev, err := domain.Events.Decode(rec.Type, rec.Data)
+			if err != nil {
+				return cur, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
+			}
+			cur.state = agg.evolve(cur.state, ev)
+			cur.revision, cur.exists = rec.Revision, true
+		}
+		if len(events) < readBatch {
+			break
+		}
+		from = cur.revision + 1
+	}
+	if cur.exists {
+		h.cache.put(stream, cur)
+	}
+	return cur, nil
+}
+
+// execute loads stream, decides, and appends at the revision read, deciding again on conflict.
+func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (Result, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := load(ctx, h, stream, agg)
+		if err != nil {
+			return Result{}, err
+		}
+		events, err := decide(cur.state)
+		if err != nil {
+			return Result{}, err
+		}
+		if len(events) == 0 {
+			return Result{Stream: stream, Revision: cur.revision}, nil
+		}
+		res, err := appendEvents(ctx, h, stream, cur.expected(), events)
+		if isConflict(err) && attempt < maxConflictRetries {
+			h.cache.drop(stream)
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		next := cur
+		for _, e := range events {
+			next.state = agg.evolve(next.state, e)
+		}
+		next.revision, next.exists = res.Revision, true
+		h.cache.put(stream, next)
+		return res, nil
+	}
+}
+
+// appendEvents encodes and appends events, giving identified events their derived ids.
+func appendEvents(ctx context.Context, h *Handler, stream string, expected eventstore.ExpectedRevision, events []domain.Event) (Result, error) {
+	data := make([]eventstore.EventData, 0, len(events))
+	meta := metadataFrom(ctx)
+	for _, e := range events {
+		b, err := domain.Encode(e)
+		if err != nil {
+			return Result{}, err
+		}
+		data = append(data, eventstore.EventData{ID: eventID(e), Type: e.EventType(), Data: b, Metadata: meta})
+	}
+	res, err := h.store.Append(ctx, stream, expected, data...)
+	if err != nil {
+		return Result{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	return Result{Stream: stream, Revision: res.NextRevision, Position: res.Position, Appended: true}, nil
+}
+
+func eventID(e domain.Event) uuid.UUID {
+	if id, ok := e.(domain.Identified); ok {
+		if key := id.IdempotencyKey(); key != "" {
+			return uuid.NewSHA1(eventIDNamespace, []byte(key))
+		}
+	}
+	return uuid.New()
+}
+
+// stateCache keeps recently folded aggregates. It is bounded; when full an arbitrary entry goes.
+type stateCache struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]any
+}
+
+func newStateCache(max int) *stateCache { return &stateCache{max: max, entries: map[string]any{}} }
+
+func (c *stateCache) get(stream string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.entries[stream]
+	return v, ok
+}
+
+func (c *stateCache) put(stream string, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[stream]; !ok && len(c.entries) >= c.max {
+		for k := range c.entries {
+			delete(c.entries, k)
+			break
+		}
+	}
+	c.entries[stream] = v
+}
+
+func (c *stateCache) drop(stream string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, stream)
+}

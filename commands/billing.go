@@ -1,0 +1,64 @@
+package commands
+
+import (
+	"context"
+	"errors"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+var billingAgg = aggregate[billing.State]{evolve: billing.State.Evolve}
+
+// BillingStream is the billing account stream of a workspace.
+func BillingStream(workspaceID string) string {
+	return eventstore.StreamName(billing.Category, workspaceID)
+}
+
+// TopUp adds paid credit to a workspace. A non-empty reference makes the top-up idempotent.
+func (h *Handler) TopUp(ctx context.Context, workspaceID string, amount billing.Credits, reference string) (Result, error) {
+	if _, err := h.Workspace(ctx, workspaceID); err != nil {
+		return Result{}, err
+	}
+	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
+		return billing.DecideTopUp(s, workspaceID, amount, reference, h.now())
+	})
+	if errors.Is(err, eventstore.ErrIdempotencyConflict) {
+		return Result{Stream: BillingStream(workspaceID)}, nil // this reference was already credited
+	}
+	return res, wrap("top up", err)
+}
+
+// RenewPlan starts a new plan period with included credits.
+func (h *Handler) RenewPlan(ctx context.Context, workspaceID string, included billing.Credits) (Result, error) {
+	if _, err := h.Workspace(ctx, workspaceID); err != nil {
+		return Result{}, err
+	}
+	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
+		return billing.DecideRenew(s, workspaceID, included, h.now())
+	})
+	return res, wrap("renew plan", err)
+}
+
+// Charge bills amount to the workspace for cause, once: a cause charged before is absorbed by
+// the idempotent append of its derived event id, wherever in the stream that charge landed.
+func (h *Handler) Charge(ctx context.Context, workspaceID, cause string, amount billing.Credits) (Result, error) {
+	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
+		return billing.DecideCharge(s, workspaceID, cause, amount, h.now())
+	})
+	if errors.Is(err, eventstore.ErrIdempotencyConflict) {
+		return Result{Stream: BillingStream(workspaceID)}, nil
+	}
+	return res, wrap("charge", err)
+}
+
+// Balance folds the workspace's billing account from the event store.
+func (h *Handler) Balance(ctx context.Context, workspaceID string) (billing.State, error) {
+	b, err := load(ctx, h, BillingStream(workspaceID), billingAgg)
+	if err != nil {
+		return billing.State{}, err
+	}
+	b.state.WorkspaceID = workspaceID
+	return b.state, nil
+}

@@ -1,0 +1,62 @@
+// Package commands carries out Switchyard's commands: each handler loads an aggregate from its
+// stream, asks the domain to decide, and appends the resulting events at the revision it read.
+// Nothing else writes state.
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// maxConflictRetries bounds how often a command reloads and decides again after another writer
+// appended to the same stream first.
+const maxConflictRetries = 20
+
+// Handler carries out commands against one event store.
+type Handler struct {
+	store eventstore.Store
+	now   func() time.Time
+	cache *stateCache
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithClock replaces the wall clock, for tests.
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// New returns a Handler appending to store.
+func New(store eventstore.Store, opts ...Option) *Handler {
+	h := &Handler{store: store, now: time.Now, cache: newStateCache(4096)}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Store is the event store the handler writes to.
+func (h *Handler) Store() eventstore.Store { return h.store }
+
+// Now is the handler's clock.
+func (h *Handler) Now() time.Time { return h.now() }
+
+// Result tells where a command's events landed.
+type Result struct {
+	Stream   string
+	Revision uint64
+	Position eventstore.Position
+	// Appended is false when the decision produced no events (nothing to do).
+	Appended bool
+}
+
+func isConflict(err error) bool { return errors.Is(err, eventstore.ErrWrongExpectedVersion) }
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,29 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Metadata travels with every event: who caused it and through which request.
+type Metadata struct {
+	Actor     string `json:"actor,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+	Source    string `json:"source,omitempty"`
+}
+
+type metadataKey struct{}
+
+// WithMetadata attaches metadata to the events appended under ctx.
+func WithMetadata(ctx context.Context, m Metadata) context.Context {
+	return context.WithValue(ctx, metadataKey{}, m)
+}
+
+func metadataFrom(ctx context.Context) []byte {
+	m, _ := ctx.Value(metadataKey{}).(Metadata)
+	if m == (Metadata{}) {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return b
+}

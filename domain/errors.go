@@ -1,0 +1,32 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors that callers branch on (HTTP maps them to status codes).
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrAlreadyExists       = errors.New("already exists")
+	ErrConflict            = errors.New("conflict")
+	ErrInsufficientCredits = errors.New("insufficient credits")
+	ErrForbidden           = errors.New("forbidden")
+	ErrInvalid             = errors.New("invalid")
+)
+
+// ValidationError names the field that is wrong, for a 400 that tells the caller what to fix.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+
+// Unwrap makes errors.Is(err, ErrInvalid) match.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// Invalid builds a ValidationError.
+func Invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sirupsen/logrus"
+)
+
+type loggerKey struct{}
+
+// LoggerFrom returns the request's logger, carrying its request id.
+func LoggerFrom(ctx context.Context) logrus.FieldLogger {
+	if l, ok := ctx.Value(loggerKey{}).(logrus.FieldLogger); ok {
+		return l
+	}
+	return logrus.StandardLogger()
+}
+
+// WithLogger attaches a logger to ctx.
+func WithLogger(ctx context.Context, l logrus.FieldLogger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the recorder.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// requestLog gives each request an id (X-Request-Id, echoed back) and logs its outcome. Only
+// method, path and status are logged: never headers or bodies, which carry keys and secrets.
+func requestLog(base logrus.FieldLogger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if _, err := uuid.Parse(id); err != nil {
+			id = uuid.NewString()
+		}
+		w.Header().Set("X-Request-Id", id)
+		log := base.WithField("requestId", id)
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		next.ServeHTTP(rec, r.WithContext(WithLogger(r.Context(), log)))
+		log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
+			"durationMs": time.Since(start).Milliseconds()}).Debug("request")
+	})
+}
+
+// recoverPanics turns a handler panic into a 500 with the error body instead of a dropped
+// connection, and logs it.
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				LoggerFrom(r.Context()).WithField("panic", v).Error("handler panicked")
+				WriteError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody bounds every request body; handlers see a read error past the limit.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			WriteError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IsBodyTooLarge reports whether err came from reading past the body limit.
+func IsBodyTooLarge(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}

@@ -1,0 +1,282 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// ErrUnknownProjector is returned for a projector name the engine does not have.
+var ErrUnknownProjector = errors.New("unknown projector")
+
+// failAfterRetries is how many consecutive failed batches make a transient error visible as a
+// failure in /readyz (the projector keeps retrying).
+const failAfterRetries = 5
+
+// Options tunes an Engine.
+type Options struct {
+	Logger logrus.FieldLogger
+	// Registerer receives the engine's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+	// BatchSize bounds the events in one Watermill message (one transaction). Default 500.
+	BatchSize int
+	// RetryBackoff is the first wait before a failed batch is redelivered. Default 100ms.
+	RetryBackoff time.Duration
+}
+
+// Engine runs projectors: one Watermill router, one handler per projector.
+type Engine struct {
+	pool       *pgxpool.Pool
+	store      eventstore.Store
+	projectors map[string]Projector
+	order      []Projector
+	opts       Options
+	log        logrus.FieldLogger
+	metrics    *metrics
+
+	mu      sync.Mutex
+	applied chan struct{} // closed and replaced whenever this process commits a batch
+	router  *message.Router
+	failed  map[string]bool
+}
+
+// NewEngine builds an engine over the given projectors.
+func NewEngine(pool *pgxpool.Pool, store eventstore.Store, projectors []Projector, opts Options) (*Engine, error) {
+	if opts.Logger == nil {
+		l := logrus.New()
+		l.SetLevel(logrus.WarnLevel)
+		opts.Logger = l
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 500
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 100 * time.Millisecond
+	}
+	e := &Engine{pool: pool, store: store, projectors: map[string]Projector{}, opts: opts,
+		log: opts.Logger.WithField("component", "projections"), metrics: newMetrics(opts.Registerer), applied: make(chan struct{}), failed: map[string]bool{}}
+	for _, p := range projectors {
+		if _, dup := e.projectors[p.Name()]; dup {
+			return nil, fmt.Errorf("projector %s registered twice", p.Name())
+		}
+		e.projectors[p.Name()] = p
+		e.order = append(e.order, p)
+	}
+	return e, nil
+}
+
+// Projectors lists the engine's projectors in registration order.
+func (e *Engine) Projectors() []Projector { return append([]Projector(nil), e.order...) }
+
+// Projector returns the projector called name.
+func (e *Engine) Projector(name string) (Projector, error) {
+	p, ok := e.projectors[name]
+	if !ok {
+		return nil, fmt.Errorf("%q: %w", name, ErrUnknownProjector)
+	}
+	return p, nil
+}
+
+// Run runs every projector until ctx ends. Each projector runs in at most one process at a
+// time; in the others its handler waits for the advisory lock.
+func (e *Engine) Run(ctx context.Context) error {
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermillLogger{e.log})
+	if err != nil {
+		return fmt.Errorf("projection router: %w", err)
+	}
+	sub := &subscriber{engine: e, closing: make(chan struct{})}
+	for _, p := range e.order {
+		router.AddConsumerHandler(p.Name(), p.Name(), sub, e.handler(p))
+	}
+	e.mu.Lock()
+	e.router = router
+	e.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		router.Close()
+	}()
+	if err := router.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("projection router: %w", err)
+	}
+	return nil
+}
+
+// Running is closed once the router runs.
+func (e *Engine) Running(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		r := e.router
+		e.mu.Unlock()
+		if r != nil {
+			select {
+			case <-r.Running():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// handler applies one Watermill message (a batch) in one transaction with the checkpoint.
+func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		events, err := decodeBatch(msg.Payload)
+		if err != nil {
+			return e.fail(msg.Context(), p, err)
+		}
+		start := time.Now()
+		err = pgx.BeginFunc(msg.Context(), e.pool, func(tx pgx.Tx) error {
+			cp, err := lockCheckpoint(msg.Context(), tx, p.Name())
+			if err != nil {
+				return err
+			}
+			n, last, err := applyEvents(msg.Context(), tx, p, events, cp)
+			if err != nil || n == 0 {
+				return err
+			}
+			return saveCheckpoint(msg.Context(), tx, p.Name(), last.Position, n, last.CreatedAt)
+		})
+		if err != nil {
+			if errors.Is(err, ErrDecode) {
+				return e.fail(msg.Context(), p, err)
+			}
+			return err
+		}
+		e.observe(p.Name(), events, time.Since(start))
+		return nil
+	}
+}
+
+// applyEvents applies the events after position `after`, returning how many and the last one.
+func applyEvents(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
+	ptx := newTx(tx)
+	var last eventstore.RecordedEvent
+	n := 0
+	for _, ev := range events {
+		if !after.Less(ev.Position) {
+			continue // applied before: the subscription is at least once, the effect exactly once
+		}
+		if err := p.Apply(ctx, ptx, ev); err != nil {
+			return 0, last, fmt.Errorf("projector %s: %s %s@%d (%s): %w", p.Name(), ev.Type, ev.Stream, ev.Revision, ev.Position, err)
+		}
+		last = ev
+		n++
+	}
+	if err := ptx.Flush(ctx); err != nil {
+		return 0, last, fmt.Errorf("projector %s: %w", p.Name(), err)
+	}
+	return n, last, nil
+}
+
+func (e *Engine) observe(name string, events []eventstore.RecordedEvent, took time.Duration) {
+	now := time.Now()
+	e.metrics.applied.WithLabelValues(name).Add(float64(len(events)))
+	e.metrics.batches.WithLabelValues(name).Inc()
+	e.metrics.batchTime.WithLabelValues(name).Observe(took.Seconds())
+	if len(events) > 0 {
+		last := events[len(events)-1]
+		e.metrics.delay.WithLabelValues(name).Observe(now.Sub(last.CreatedAt).Seconds())
+		e.metrics.lastEvent.WithLabelValues(name).Set(float64(last.CreatedAt.UnixNano()) / 1e9)
+	}
+	e.mu.Lock()
+	close(e.applied)
+	e.applied = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// failure marks a projector's error as permanent: its subscriber stops redelivering.
+type failure struct{ err error }
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// fail records a projector's error where every instance's readiness check sees it, and stops
+// the projector: skipping an event it cannot decode would silently corrupt its read model.
+func (e *Engine) fail(ctx context.Context, p Projector, err error) error {
+	e.log.WithField("projector", p.Name()).WithError(err).Error("projector stopped on an event it cannot apply")
+	e.metrics.failed.WithLabelValues(p.Name()).Set(1)
+	e.mu.Lock()
+	e.failed[p.Name()] = true
+	e.mu.Unlock()
+	e.recordError(ctx, p.Name(), err)
+	return &failure{err}
+}
+
+func (e *Engine) recordError(ctx context.Context, name string, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, dbErr := e.pool.Exec(ctx, `UPDATE projection_checkpoints SET error = $2, updated_at = now() WHERE name = $1`, name, err.Error()); dbErr != nil {
+		e.log.WithField("projector", name).WithError(dbErr).Error("cannot record projector error")
+	}
+}
+
+func (e *Engine) isFailed(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failed[name]
+}
+
+// Ready reports an error when a projector has failed, on this instance or any other.
+func (e *Engine) Ready(ctx context.Context) error {
+	rows, err := e.pool.Query(ctx, `SELECT name, error FROM projection_checkpoints WHERE error IS NOT NULL ORDER BY name`)
+	if err != nil {
+		return fmt.Errorf("read projector state: %w", err)
+	}
+	defer rows.Close()
+	var failed []string
+	for rows.Next() {
+		var name, msg string
+		if err := rows.Scan(&name, &msg); err != nil {
+			return err
+		}
+		if _, ours := e.projectors[name]; ours {
+			failed = append(failed, name+": "+msg)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("projectors failed: %v", failed)
+	}
+	return nil
+}
+
+// WaitFor blocks until projector name has applied the event at pos (read-your-writes), or ctx
+// ends. It notices batches committed by this process at once and by other processes by polling.
+func (e *Engine) WaitFor(ctx context.Context, name string, pos eventstore.Position) error {
+	for {
+		e.mu.Lock()
+		applied := e.applied
+		e.mu.Unlock()
+		cp, err := readCheckpoint(ctx, e.pool, name)
+		if err != nil {
+			return err
+		}
+		if !cp.Position.Less(pos) {
+			return nil
+		}
+		select {
+		case <-applied:
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("wait for projector %s to reach %s: %w", name, pos, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/eventstore/postgres"
+	"github.com/switchyard/switchyard/internal/testdb"
+	"github.com/switchyard/switchyard/projections"
+)
+
+type env struct {
+	pool  *pgxpool.Pool
+	store eventstore.Store
+	cmds  *commands.Handler
+	q     *projections.Queries
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := projections.Migrate(ctx, pool, projections.All()); err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.New(ctx, pool, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return env{pool: pool, store: store, cmds: commands.New(store), q: projections.NewQueries(pool)}
+}
+
+// startEngine runs an engine until the test ends or the returned stop is called.
+func (e env) startEngine(t *testing.T) (*projections.Engine, context.CancelFunc) {
+	t.Helper()
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.Options{RetryBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		select {
+		case <-ctx.Done():
+		default:
+			stop()
+		}
+	})
+	return eng, stop
+}
+
+// caughtUp waits until every projector has applied the log up to its head.
+func (e env) caughtUp(t *testing.T, eng *projections.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range eng.Projectors() {
+		head := lastMatching(t, e.store, p.Filter())
+		if head.IsStart() {
+			continue
+		}
+		if err := eng.WaitFor(ctx, p.Name(), head); err != nil {
+			t.Fatalf("projector %s did not catch up: %v", p.Name(), err)
+		}
+	}
+}
+
+func lastMatching(t *testing.T, s eventstore.Store, f eventstore.Filter) eventstore.Position {
+	t.Helper()
+	pos := eventstore.Start
+	for {
+		evs, err := s.ReadAll(context.Background(), pos, 1000, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return pos
+		}
+		pos = evs[len(evs)-1].Position
+	}
+}
+
+// seed makes users, workspaces and a random billing history.
+func (e env) seed(t *testing.T, rng *rand.Rand, workspaces, billingOps int) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for i := range workspaces {
+		email := fmt.Sprintf("owner%d-%s@example.com", i, uuid.NewString()[:8])
+		if _, err := e.cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123", Name: fmt.Sprint("Owner ", i)}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := e.cmds.CreateWorkspace(ctx, fmt.Sprint("Workspace ", i), email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i := range billingOps {
+		ws := ids[rng.IntN(len(ids))]
+		var err error
+		switch rng.IntN(3) {
+		case 0:
+			_, err = e.cmds.TopUp(ctx, ws, billing.Credits(rng.IntN(50_000)+1), fmt.Sprint("ref-", i))
+		case 1:
+			_, err = e.cmds.RenewPlan(ctx, ws, billing.Credits(rng.IntN(20_000)))
+		default:
+			bal, berr := e.cmds.Balance(ctx, ws)
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			if bal.Total() > 0 {
+				_, err = e.cmds.Charge(ctx, ws, fmt.Sprint("execution-", i), billing.Credits(rng.Int64N(int64(bal.Total()))+1))
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// snapshot reads every projector table as sorted JSON rows.
+func snapshot(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, p := range projections.All() {
+		for _, table := range p.Tables() {
+			rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list []string
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				list = append(list, s)
+			}
+			rows.Close()
+			out[table] = list
+		}
+	}
+	return out
+}
+
+func TestRebuildReproducesTablesRowForRow(t *testing.T) {
+	e := newEnv(t)
+	eng, _ := e.startEngine(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := e.seed(t, rng, 4, 300)
+	e.caughtUp(t, eng)
+	before := snapshot(t, e.pool)
+	if len(before["billing_transactions"]) == 0 || len(before["users"]) != 4 || len(before["memberships"]) != 4 {
+		t.Fatalf("seed produced too little to compare: %d tx, %d users", len(before["billing_transactions"]), len(before["users"]))
+	}
+	for _, p := range eng.Projectors() {
+		var progress []projections.RebuildProgress
+		if err := eng.Rebuild(context.Background(), p.Name(), func(r projections.RebuildProgress) { progress = append(progress, r) }); err != nil {
+			t.Fatalf("rebuild %s: %v", p.Name(), err)
+		}
+		if len(progress) == 0 || !progress[len(progress)-1].Done {
+			t.Fatalf("rebuild %s reported no completion: %+v", p.Name(), progress)
+		}
+	}
+	after := snapshot(t, e.pool)
+	for table, rows := range before {
+		if !reflect.DeepEqual(rows, after[table]) {
+			t.Errorf("table %s differs after rebuild:\nbefore %d rows\nafter  %d rows", table, len(rows), len(after[table]))
+		}
+	}
+	// The live projector keeps working on the swapped-in tables.
+	if _, err := e.cmds.TopUp(context.Background(), ids[0], billing.FromWhole(7), "after-rebuild"); err != nil {
+		t.Fatal(err)
+	}
+	e.caughtUp(t, eng)
+	rep, err := projections.AuditBilling(context.Background(), e.store, e.q, ids[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean() || rep.Behind {
+		t.Fatalf("audit after rebuild and new event: %v (behind %v)", rep.Differences, rep.Behind)
+	}
+	var n int
+	e.pool.QueryRow(context.Background(), `SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'rebuild_%'`).Scan(&n)
+	if n != 0 {
+		t.Fatalf("%d shadow schemas left behind", n)
+	}
+}
+
+func TestBillingAuditCleanThenTampered(t *testing.T) {
+	e := newEnv(t)
+	eng, _ := e.startEngine(t)
+	ids := e.seed(t, rand.New(rand.NewPCG(7, 9)), 3, 200)
+	e.caughtUp(t, eng)
+	ctx := context.Background()
+	for _, ws := range ids {
+		rep, err := projections.AuditBilling(ctx, e.store, e.q, ws, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Clean() {
+			t.Fatalf("workspace %s: %v", ws, rep.Differences)
+		}
+		folded, _ := e.cmds.Balance(ctx, ws)
+		if rep.Folded.Credit != folded.Credit || rep.Folded.Usage != folded.Usage {
+			t.Fatalf("audit fold %+v, command fold credit %s usage %s", rep.Folded, folded.Credit, folded.Usage)
+		}
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE balances SET credit = credit + 1 WHERE workspace_id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := projections.AuditBilling(ctx, e.store, e.q, ids[1], nil)
+	if rep.Clean() {
+		t.Fatal("audit clean after the balance was tampered with")
+	}
+	if _, err := e.pool.Exec(ctx, `DELETE FROM billing_transactions WHERE workspace_id = $1 AND revision = 0`, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = projections.AuditBilling(ctx, e.store, e.q, ids[2], nil)
+	if rep.Clean() {
+		t.Fatal("audit clean after a history row was deleted")
+	}
+}
+
+func TestUndecodableEventStopsProjectorAndFailsReadiness(t *testing.T) {
+	e := newEnv(t)
+	eng, _ := e.startEngine(t)
+	ctx := context.Background()
+	ids := e.seed(t, rand.New(rand.NewPCG(3, 4)), 1, 3)
+	e.caughtUp(t, eng)
+	if err := eng.Ready(ctx); err != nil {
+		t.Fatalf("ready before the bad event: %v", err)
+	}
+	bad := eventstore.EventData{ID: uuid.New(), Type: billing.CreditsPurchased{}.EventType(), Data: []byte(`{"workspaceId":"x","amount":"lots"}`)}
+	res, err := e.store.Append(ctx, "billing-"+ids[0], eventstore.Any(), bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(billing.CreditsPurchased{WorkspaceID: ids[0], Amount: 5})
+	if _, err := e.store.Append(ctx, "billing-"+ids[0], eventstore.Any(), eventstore.EventData{ID: uuid.New(), Type: "CreditsPurchased", Data: good}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for eng.Ready(ctx) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("readiness stayed green after an undecodable event")
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		<-waitCtx.Done()
+		cancel()
+	}
+	if err := eng.Ready(ctx); !strings.Contains(err.Error(), "billing") {
+		t.Fatalf("readiness error does not name the projector: %v", err)
+	}
+	st, err := eng.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Name != "billing" {
+			continue
+		}
+		if s.Error == "" || !s.Position.Less(res.Position) || s.Lag < 2 {
+			t.Fatalf("billing status %+v: want an error, a position before the bad event and lag >= 2", s)
+		}
+	}
+}
+
+func TestOneInstancePerProjectorAndFailover(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, stopA := e.startEngine(t)
+	engB, _ := e.startEngine(t)
+	ids := e.seed(t, rand.New(rand.NewPCG(5, 6)), 1, 20)
+	e.caughtUp(t, engB)
+	n := len(projections.All())
+	waitLocks := func(granted, waiting int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var g, w int
+			err := e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+				FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&g, &w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g == granted && w == waiting {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("advisory locks: %d granted, %d waiting; want %d and %d", g, w, granted, waiting)
+			}
+			time.Sleep(10 * time.Millisecond) // polling pg_locks: there is no event to wait on
+		}
+	}
+	waitLocks(n, n)
+	stopA()
+	waitLocks(n, 0)
+	if _, err := e.cmds.TopUp(ctx, ids[0], billing.FromWhole(3), "after-failover"); err != nil {
+		t.Fatal(err)
+	}
+	e.caughtUp(t, engB)
+	rep, err := projections.AuditBilling(ctx, e.store, e.q, ids[0], nil)
+	if err != nil || !rep.Clean() || rep.Behind {
+		t.Fatalf("after failover: %v %v behind=%v", err, rep.Differences, rep.Behind)
+	}
+}
+
+func TestWaitForHonoursContext(t *testing.T) {
+	e := newEnv(t)
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = eng.WaitFor(ctx, "billing", eventstore.Position{Commit: 1 << 40})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFor on a stopped engine: %v", err)
+	}
+}

@@ -1,0 +1,166 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// RebuildProgress reports a rebuild's advance.
+type RebuildProgress struct {
+	Projector string
+	Applied   int64
+	Position  eventstore.Position
+	Elapsed   time.Duration
+	Done      bool
+}
+
+// rebuildBatch is how many events one rebuild transaction applies.
+const rebuildBatch = 2000
+
+var unsafeIdent = regexp.MustCompile(`[^a-z0-9_]`)
+
+func shadowSchema(name string) string {
+	return "rebuild_" + unsafeIdent.ReplaceAllString(strings.ToLower(name), "_")
+}
+
+// Rebuild replays the whole log into fresh copies of the projector's tables in a shadow schema,
+// then swaps them in for the live ones in one transaction. Live instances keep serving reads
+// from the old tables until the swap and are paused only for the final catch-up inside it.
+func (e *Engine) Rebuild(ctx context.Context, name string, progress func(RebuildProgress)) error {
+	p, err := e.Projector(name)
+	if err != nil {
+		return err
+	}
+	if progress == nil {
+		progress = func(RebuildProgress) {}
+	}
+	schema := shadowSchema(name)
+	start := time.Now()
+	if err := e.prepareShadow(ctx, p, schema); err != nil {
+		return err
+	}
+	pos, applied := eventstore.Start, int64(0)
+	for {
+		n, next, err := e.replay(ctx, e.pool, p, schema, pos)
+		if err != nil {
+			return err
+		}
+		pos, applied = next, applied+int64(n)
+		progress(RebuildProgress{Projector: name, Applied: applied, Position: pos, Elapsed: time.Since(start)})
+		if n < rebuildBatch {
+			break
+		}
+	}
+	if err := e.swap(ctx, p, schema, &pos, &applied); err != nil {
+		return err
+	}
+	progress(RebuildProgress{Projector: name, Applied: applied, Position: pos, Elapsed: time.Since(start), Done: true})
+	return nil
+}
+
+func (e *Engine) prepareShadow(ctx context.Context, p Projector, schema string) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		ident := pgx.Identifier{schema}.Sanitize()
+		if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident+` CASCADE`); err != nil {
+			return fmt.Errorf("drop shadow schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+ident); err != nil {
+			return fmt.Errorf("create shadow schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+ident); err != nil {
+			return err
+		}
+		if err := p.Migrate(ctx, tx); err != nil {
+			return fmt.Errorf("create shadow tables of %s: %w", p.Name(), err)
+		}
+		return nil
+	})
+}
+
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// replay applies one batch of events after pos into the shadow tables, in its own transaction
+// (or a nested one when db is a transaction).
+func (e *Engine) replay(ctx context.Context, db beginner, p Projector, schema string, pos eventstore.Position) (int, eventstore.Position, error) {
+	events, err := e.store.ReadAll(ctx, pos, rebuildBatch, p.Filter())
+	if err != nil {
+		return 0, pos, fmt.Errorf("read log after %s: %w", pos, err)
+	}
+	if len(events) == 0 {
+		return 0, pos, nil
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, pos, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, pos, err
+	}
+	n, last, err := applyEvents(ctx, tx, p, events, pos)
+	if err != nil {
+		return 0, pos, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, pos, err
+	}
+	if n > 0 {
+		pos = last.Position
+	}
+	return len(events), pos, nil
+}
+
+// swap pauses the live projector by locking its checkpoint, applies what was appended since the
+// replay, and replaces the live tables with the shadow ones, all in one transaction.
+func (e *Engine) swap(ctx context.Context, p Projector, schema string, pos *eventstore.Position, applied *int64) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := lockCheckpoint(ctx, tx, p.Name()); err != nil {
+			return err
+		}
+		for {
+			n, next, err := e.replay(ctx, tx, p, schema, *pos)
+			if err != nil {
+				return err
+			}
+			*pos, *applied = next, *applied+int64(n)
+			if n < rebuildBatch {
+				break
+			}
+		}
+		var live string
+		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&live); err != nil {
+			return err
+		}
+		for _, table := range p.Tables() {
+			liveTable := pgx.Identifier{live, table}.Sanitize()
+			if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+liveTable+` CASCADE`); err != nil {
+				return fmt.Errorf("drop live %s: %w", table, err)
+			}
+			if _, err := tx.Exec(ctx, `ALTER TABLE `+pgx.Identifier{schema, table}.Sanitize()+` SET SCHEMA `+pgx.Identifier{live}.Sanitize()); err != nil {
+				return fmt.Errorf("swap in %s: %w", table, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			return fmt.Errorf("drop shadow schema: %w", err)
+		}
+		_, err := tx.Exec(ctx, `UPDATE projection_checkpoints
+			SET commit_pos = $2, prepare_pos = $3, events_applied = $4, updated_at = now(), error = NULL
+			WHERE name = $1`, p.Name(), int64(pos.Commit), int64(pos.Prepare), *applied)
+		if err != nil {
+			return fmt.Errorf("reset checkpoint: %w", err)
+		}
+		e.mu.Lock()
+		delete(e.failed, p.Name())
+		e.mu.Unlock()
+		return nil
+	})
+}

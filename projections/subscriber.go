@@ -1,0 +1,245 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// lockCheckInterval is how often a running projector confirms it still holds its lock's
+// connection; a lost connection means another instance may take over.
+const lockCheckInterval = 5 * time.Second
+
+// subscriber is the Watermill subscriber over the event store: the topic is a projector's
+// name, and each message a batch of that projector's events after its checkpoint. A batch is
+// redelivered until acknowledged, so the handler sees every event in order.
+type subscriber struct {
+	engine    *Engine
+	closing   chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+var _ message.Subscriber = (*subscriber)(nil)
+
+func (s *subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	p, err := s.engine.Projector(topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	ctx, cancel := context.WithCancel(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		s.run(ctx, p, out)
+	}()
+	return out, nil
+}
+
+func (s *subscriber) Close() error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.wg.Wait()
+	return nil
+}
+
+// run holds the projector's advisory lock while it feeds the projector, and waits for the
+// lock again if it loses it.
+func (s *subscriber) run(ctx context.Context, p Projector, out chan<- *message.Message) {
+	log := s.engine.log.WithField("projector", p.Name())
+	backoff := s.engine.opts.RetryBackoff
+	for ctx.Err() == nil {
+		err := s.withLock(ctx, p, func(lockCtx context.Context) error {
+			log.Info("projector running")
+			s.engine.metrics.running.WithLabelValues(p.Name()).Set(1)
+			defer s.engine.metrics.running.WithLabelValues(p.Name()).Set(0)
+			return s.feed(lockCtx, p, out)
+		})
+		var f *failure
+		if errors.As(err, &f) {
+			return // stopped on purpose; readiness is red until the projector is fixed
+		}
+		if err != nil && ctx.Err() == nil {
+			log.WithError(err).Warn("projector interrupted; resuming")
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, 10*time.Second)
+		}
+	}
+}
+
+// withLock runs fn while holding the projector's session advisory lock on a dedicated
+// connection; fn's context ends if that connection stops answering.
+func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.Context) error) error {
+	conn, err := s.engine.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	key := lockKey("projector:" + p.Name())
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		conn.Release()
+		return err
+	}
+	lockCtx, cancel := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		watchLock(lockCtx, conn, cancel)
+	}()
+	err = fn(lockCtx)
+	cancel()
+	<-watchDone
+	unlockCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if _, uerr := conn.Exec(unlockCtx, `SELECT pg_advisory_unlock($1)`, key); uerr != nil {
+		conn.Conn().Close(unlockCtx) // closing the session releases the lock for sure
+	}
+	conn.Release()
+	return err
+}
+
+func watchLock(ctx context.Context, conn *pgxpool.Conn, lost context.CancelFunc) {
+	t := time.NewTicker(lockCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				lost()
+				return
+			}
+		}
+	}
+}
+
+// feed subscribes from the checkpoint and sends batches until ctx ends or the store fails.
+func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.Message) error {
+	cp, err := readCheckpoint(ctx, s.engine.pool, p.Name())
+	if err != nil {
+		return err
+	}
+	sub, err := s.engine.store.Subscribe(ctx, cp.Position, p.Filter())
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	for {
+		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize)
+		if !ok {
+			if err := sub.Err(); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+		if err := s.deliver(ctx, p, batch, out); err != nil {
+			return err
+		}
+	}
+}
+
+// collect waits for one event, then takes whatever else is ready, up to max.
+func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int) ([]eventstore.RecordedEvent, bool) {
+	var batch []eventstore.RecordedEvent
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, ev)
+	case <-ctx.Done():
+		return nil, false
+	}
+	for len(batch) < max {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, ev)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// deliver sends one batch and waits for its ack, redelivering after a nack with backoff.
+func (s *subscriber) deliver(ctx context.Context, p Projector, batch []eventstore.RecordedEvent, out chan<- *message.Message) error {
+	payload, err := encodeBatch(batch)
+	if err != nil {
+		return err
+	}
+	backoff := s.engine.opts.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		msg := message.NewMessage(watermill.NewUUID(), payload)
+		msg.SetContext(ctx)
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-msg.Acked():
+			return nil
+		case <-msg.Nacked():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if failed := s.failedPermanently(ctx, p); failed != nil {
+			return failed
+		}
+		s.engine.metrics.retries.WithLabelValues(p.Name()).Inc()
+		if attempt == failAfterRetries {
+			s.engine.recordError(ctx, p.Name(), errors.New("batch keeps failing; retrying (see logs)"))
+		}
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// failedPermanently returns a failure when the handler stopped the projector.
+func (s *subscriber) failedPermanently(ctx context.Context, p Projector) error {
+	cp, err := readCheckpoint(ctx, s.engine.pool, p.Name())
+	if err != nil || cp.Error == "" {
+		return nil
+	}
+	if s.engine.isFailed(p.Name()) {
+		return &failure{errors.New(cp.Error)}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

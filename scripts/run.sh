@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# scripts/run.sh: build and run Switchyard on this machine.
+#
+#   scripts/run.sh [serve flags]
+#
+# Steps: find or start PostgreSQL (scripts/postgres.sh), create the database if it does not exist
+# (`switchyard`, or the one named in DATABASE_URL when you set it), build ./cmd/switchyard into
+# bin/switchyard, run `bin/switchyard migrate`, on the first start create an admin user and a
+# workspace and print the admin's password and API key once, then exec `bin/switchyard serve`
+# with the arguments given. Configuration is read from the environment (docs/configuration.md);
+# without SWITCHYARD_SECRET_KEY the service generates a key in ./data and warns.
+#
+# A private PostgreSQL cluster started for this keeps running after the service stops; stop it
+# with `bash scripts/postgres.sh stop`.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+case "${1:-}" in
+  -h | --help)
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
+
+say() { printf 'run.sh: %s\n' "$*" >&2; }
+
+# Go: the one at /usr/local/go is used when none is on PATH.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+if ! command -v go >/dev/null 2>&1; then
+  say "Go is not installed (or not on PATH). Install Go $(sed -n 's/^go //p' go.mod) or later from https://go.dev/dl/ and run again."
+  exit 1
+fi
+
+# PostgreSQL, and the service's database on it.
+user_url="${DATABASE_URL:-}"
+# shellcheck source=scripts/postgres.sh
+if ! source scripts/postgres.sh; then
+  say "no PostgreSQL server is available (see the messages above)."
+  exit 1
+fi
+if [ -n "$user_url" ]; then
+  app_url="$user_url"
+else
+  app_url=$(_sypg_with_db "$SWITCHYARD_PG_ADMIN_URL" switchyard)
+fi
+psql_bin=$(_sypg_client psql)
+case "$app_url" in
+  postgres://* | postgresql://*)
+    db=$(printf '%s' "$app_url" | sed -E 's#^[a-z]+://[^/?]*/?([^?]*).*$#\1#')
+    ;;
+  *) db="" ;; # a key=value string: the database must exist already
+esac
+if [ -n "$db" ]; then
+  exists=$(printf '%s\n' "select 1 from pg_database where datname = :'db';" |
+    "$psql_bin" -w -X -A -t -q -v ON_ERROR_STOP=1 -v db="$db" -d "$SWITCHYARD_PG_ADMIN_URL" -f -) || {
+    say "cannot query the databases of the server at $(_sypg_redact "$SWITCHYARD_PG_ADMIN_URL")"
+    exit 1
+  }
+  if [ "$exists" != 1 ]; then
+    say "creating database $db"
+    printf '%s\n' 'create database :"db";' |
+      "$psql_bin" -w -X -q -v ON_ERROR_STOP=1 -v db="$db" -d "$SWITCHYARD_PG_ADMIN_URL" -f - || {
+      say "could not create database $db; create it, or set DATABASE_URL to an existing database"
+      exit 1
+    }
+  fi
+fi
+export DATABASE_URL="$app_url"
+
+# Build.
+say "building bin/switchyard"
+mkdir -p bin
+go build -o bin/switchyard ./cmd/switchyard
+
+say "migrating $(_sypg_redact "$DATABASE_URL")"
+bin/switchyard migrate
+
+# First start: an admin user and a workspace (the command does nothing when a workspace exists).
+password=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+if bootstrap=$(bin/switchyard admin bootstrap --if-empty --email admin@localhost --password "$password" \
+  --workspace default --credits 1000 --json </dev/null); then
+  if [ -n "$bootstrap" ] && ! printf '%s' "$bootstrap" | grep -qE '"(skipped|existing)"[[:space:]]*:[[:space:]]*true|"created"[[:space:]]*:[[:space:]]*false'; then
+    cat <<EOF
+
+================================================================================
+ FIRST START: an admin user and a workspace were created. This is shown ONCE;
+ keep the API key's secret now, it cannot be recovered.
+
+ Sign-in:  admin@localhost / $password
+
+$bootstrap
+================================================================================
+
+EOF
+  fi
+else
+  say "WARNING: 'switchyard admin bootstrap' failed (see above); the service starts anyway. Create a user and workspace with 'bin/switchyard admin ...'."
+fi
+
+if [ "${SWITCHYARD_PG_SOURCE:-}" = private ]; then
+  say "PostgreSQL runs as a private cluster; after stopping the service, stop it with: bash scripts/postgres.sh stop"
+fi
+say "starting: bin/switchyard serve $*"
+exec bin/switchyard serve "$@"
