@@ -8,7 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/eventstore"
 )
@@ -86,15 +86,21 @@ func (s *subscriber) run(ctx context.Context, p Projector, out chan<- *message.M
 }
 
 // withLock runs fn while holding the projector's session advisory lock on a dedicated
-// connection; fn's context ends if that connection stops answering.
+// connection outside the pool: a lock held for as long as the projector runs must not take a
+// pooled connection, or enough projectors would starve the pool that their own handlers, the
+// event store and rebuilds draw from. fn's context ends if that connection stops answering.
 func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.Context) error) error {
-	conn, err := s.engine.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.engine.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	key := lockKey("projector:" + p.Name())
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
-		conn.Release()
+	// Closing the session releases the lock for sure, whatever state the connection is in.
+	defer func() {
+		closeCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockKey("projector:"+p.Name())); err != nil {
 		return err
 	}
 	lockCtx, cancel := context.WithCancel(ctx)
@@ -106,16 +112,10 @@ func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.
 	err = fn(lockCtx)
 	cancel()
 	<-watchDone
-	unlockCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	if _, uerr := conn.Exec(unlockCtx, `SELECT pg_advisory_unlock($1)`, key); uerr != nil {
-		conn.Conn().Close(unlockCtx) // closing the session releases the lock for sure
-	}
-	conn.Release()
 	return err
 }
 
-func watchLock(ctx context.Context, conn *pgxpool.Conn, lost context.CancelFunc) {
+func watchLock(ctx context.Context, conn *pgx.Conn, lost context.CancelFunc) {
 	t := time.NewTicker(lockCheckInterval)
 	defer t.Stop()
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,9 +42,9 @@ func openApp(ctx context.Context, migrate bool) (*app, error) {
 }
 
 func openAppWith(ctx context.Context, cfg config.Config, log *logrus.Logger, migrate bool) (*app, error) {
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := newPool(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		return nil, err
 	}
 	a := &app{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -52,6 +53,26 @@ func openAppWith(ctx context.Context, cfg config.Config, log *logrus.Logger, mig
 		return nil, err
 	}
 	return a, nil
+}
+
+// defaultPoolSize is the pool size when DATABASE_URL sets no pool_max_conns: pgxpool's own
+// default (the number of CPUs, at least 4) is far too few for concurrent requests, executions
+// and projectors on a small machine.
+const defaultPoolSize = 40
+
+func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = defaultPoolSize
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	return pool, nil
 }
 
 func (a *app) open(ctx context.Context, migrate bool) error {
