@@ -62,3 +62,41 @@ func (h *Handler) Balance(ctx context.Context, workspaceID string) (billing.Stat
 	b.state.WorkspaceID = workspaceID
 	return b.state, nil
 }
+
+// ChargeRequest is one charge of a batch: amount billed for cause.
+type ChargeRequest struct {
+	Cause  string
+	Amount billing.Credits
+}
+
+// ChargeMany bills several causes of one workspace in one append, so that many executions
+// finishing at once do not each contend for the billing stream's next revision. The result
+// holds, per request, nil (charged, now or before) or ErrInsufficientCredits.
+func (h *Handler) ChargeMany(ctx context.Context, workspaceID string, reqs []ChargeRequest) ([]error, error) {
+	results := make([]error, len(reqs))
+	_, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
+		var events []domain.Event
+		for i, r := range reqs {
+			evs, err := billing.DecideCharge(s, workspaceID, r.Cause, r.Amount, h.now())
+			results[i] = err
+			for _, e := range evs {
+				s = s.Evolve(e)
+				events = append(events, e)
+			}
+		}
+		return events, nil
+	})
+	if errors.Is(err, eventstore.ErrIdempotencyConflict) {
+		// Some cause was charged before (a worker died after charging): charge one by one,
+		// which absorbs the repeats.
+		for i, r := range reqs {
+			_, err := h.Charge(ctx, workspaceID, r.Cause, r.Amount)
+			if err != nil && !errors.Is(err, domain.ErrInsufficientCredits) {
+				return nil, err
+			}
+			results[i] = err
+		}
+		return results, nil
+	}
+	return results, wrap("charge", err)
+}

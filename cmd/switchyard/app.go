@@ -16,7 +16,9 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/kurrent"
 	"github.com/switchyard/switchyard/eventstore/postgres"
+	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // app is the wired service: configuration, database, event store, commands and read side.
@@ -29,6 +31,8 @@ type app struct {
 	queries  *projections.Queries
 	engine   *projections.Engine
 	registry *prometheus.Registry
+	modules  *modules.Registry
+	sealer   *seal.Sealer
 }
 
 // openApp loads configuration from the environment and connects everything; migrate creates
@@ -91,6 +95,10 @@ func (a *app) open(ctx context.Context, migrate bool) error {
 	a.store = store
 	a.cmds = commands.New(store)
 	a.queries = projections.NewQueries(a.pool)
+	a.modules = modules.Builtins(modules.BuiltinOptions{AllowPrivateNetworks: a.cfg.WebhookAllowPrivate})
+	if a.sealer, err = a.cfg.Sealer(a.log); err != nil {
+		return fmt.Errorf("secret key: %w", err)
+	}
 	a.engine, err = projections.NewEngine(a.pool, store, projections.All(), projections.Options{Logger: a.log, Registerer: a.registry})
 	return err
 }

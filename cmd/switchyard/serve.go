@@ -11,7 +11,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/reactors/executor"
+	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
 func newServeCmd() *cobra.Command {
@@ -31,8 +35,13 @@ func newServeCmd() *cobra.Command {
 }
 
 // serve runs until ctx ends, then drains: the listener stops accepting, in-flight requests get
-// the shutdown timeout to finish. ready, if set, receives the bound address once listening.
+// the shutdown timeout to finish, and the executor lets running modules end. ready, if set,
+// receives the bound address once listening.
 func (a *app) serve(ctx context.Context, ready chan<- string) error {
+	hub := livehub.New(a.store, eventstore.Filter{Categories: []string{execution.Category}}, a.log)
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
 	srv := httpapi.NewServer(httpapi.Options{
 		Logger:       a.log,
 		Gatherer:     a.registry,
@@ -43,6 +52,14 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 			{Name: "projections", Check: a.engine.Ready},
 		},
 	})
+	auth, err := a.sdkAuth(ctx)
+	if err != nil {
+		return err
+	}
+	sdk := &httpapi.SDKComponents{Cmds: a.cmds, Registry: a.modules, Hub: hub, Sealer: a.sealer, Auth: auth, CacheWindow: a.cfg.CacheWindow}
+	sdk.Mount(srv.V1)
+	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Options{
+		Concurrency: a.cfg.ExecutorConcurrency, DrainTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)
@@ -50,6 +67,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.engine.Run(gctx) })
+	g.Go(func() error { return exec.Run(gctx) })
 	g.Go(func() error {
 		a.log.WithField("addr", ln.Addr().String()).WithField("baseUrl", a.cfg.BaseURL).Info("switchyard listening")
 		if ready != nil {

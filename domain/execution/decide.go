@@ -1,0 +1,87 @@
+package execution
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+)
+
+// ErrNotClaimable means another worker holds or finished the execution; the caller moves on.
+var ErrNotClaimable = errors.New("execution not claimable")
+
+// ErrLeaseLost means the worker's claim was taken over or the execution already ended: its
+// late result must not be recorded.
+var ErrLeaseLost = errors.New("execution lease lost")
+
+// Submit is a validated submit command.
+type Submit struct {
+	ExecutionID string
+	WorkspaceID string
+	APIKeyID    string
+	Module      string
+	Input       json.RawMessage
+	Config      json.RawMessage
+	Attempts    int
+	CostMilli   int64
+	Callback    Callback
+	CachedFrom  string
+}
+
+// DecideSubmit accepts a new execution.
+func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
+	if s.Exists {
+		return nil, domain.ErrAlreadyExists
+	}
+	if c.Attempts < MinAttempts || c.Attempts > MaxAttempts {
+		return nil, domain.Invalid("attempts", "must be an integer from %d to %d", MinAttempts, MaxAttempts)
+	}
+	if c.Module == "" {
+		return nil, domain.Invalid("module", "is required")
+	}
+	if c.CostMilli < 0 {
+		return nil, domain.Invalid("module", "has a negative cost")
+	}
+	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
+		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
+		Callback: c.Callback, CachedFrom: c.CachedFrom, At: now.UTC()}}, nil
+}
+
+// DecideStart claims the execution for worker until now+lease.
+func DecideStart(s State, worker string, lease time.Duration, now time.Time) ([]domain.Event, error) {
+	if !s.Claimable(now) {
+		return nil, ErrNotClaimable
+	}
+	return []domain.Event{Started{ExecutionID: s.ID, Attempt: s.NextAttempt(), Worker: worker,
+		LeaseUntil: now.Add(lease).UTC(), At: now.UTC()}}, nil
+}
+
+// holds reports whether worker's claim of attempt is still the current one.
+func (s State) holds(worker string, attempt int) bool {
+	return s.Status == StatusRunning && s.RetryAt.IsZero() && s.Worker == worker && s.Attempt == attempt
+}
+
+// DecideComplete records the output of worker's attempt, billed usage.
+func DecideComplete(s State, worker string, attempt int, output json.RawMessage, usage billing.Credits, now time.Time) ([]domain.Event, error) {
+	if !s.holds(worker, attempt) {
+		return nil, ErrLeaseLost
+	}
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	return []domain.Event{Completed{ExecutionID: s.ID, Attempt: attempt, Output: output, TotalUsage: usage, At: now.UTC()}}, nil
+}
+
+// DecideFail records a failed attempt: retried at now+backoff while attempts remain (and
+// retry is true), otherwise the execution fails for good.
+func DecideFail(s State, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration, now time.Time) ([]domain.Event, error) {
+	if !s.holds(worker, attempt) {
+		return nil, ErrLeaseLost
+	}
+	if retry && attempt < s.Attempts {
+		return []domain.Event{AttemptFailed{ExecutionID: s.ID, Attempt: attempt, Error: failure, RetryAt: now.Add(backoff).UTC(), At: now.UTC()}}, nil
+	}
+	return []domain.Event{Failed{ExecutionID: s.ID, Attempt: attempt, Error: failure, At: now.UTC()}}, nil
+}

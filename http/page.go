@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/projections"
+)
+
+// Pagination defaults of every list endpoint (SPEC.md 4.9 leaves them open).
+const (
+	DefaultPageLimit = 20
+	MaxPageLimit     = 100
+)
+
+// ParsePage reads the page (from 1) and limit (1 to 100, default 20) query parameters.
+func ParsePage(r *http.Request) (projections.Page, error) {
+	p := projections.Page{Page: 1, Limit: DefaultPageLimit}
+	q := r.URL.Query()
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return p, domain.Invalid("page", "must be an integer of at least 1")
+		}
+		p.Page = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return p, domain.Invalid("limit", "must be an integer from 1 to %d", MaxPageLimit)
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+// PageBody is the shape of every list response.
+type PageBody[T any] struct {
+	Data       []T `json:"data"`
+	Total      int `json:"total"`
+	Page       int `json:"page"`
+	TotalPages int `json:"totalPages"`
+}
+
+// WritePage writes one page of a list of total items.
+func WritePage[T any](w http.ResponseWriter, items []T, total int, p projections.Page) {
+	if items == nil {
+		items = []T{}
+	}
+	WriteJSON(w, http.StatusOK, PageBody[T]{Data: items, Total: total, Page: p.Page, TotalPages: p.TotalPages(total)})
+}
+
+// PageOf cuts page p out of an in-memory list.
+func PageOf[T any](all []T, p projections.Page) []T {
+	start := min(p.Offset(), len(all))
+	return all[start:min(start+p.Limit, len(all))]
+}

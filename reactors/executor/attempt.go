@@ -1,0 +1,96 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/modules"
+)
+
+// attempt runs the claimed attempt of st and records its outcome.
+func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.State, error) {
+	out, err := e.registry.Run(ctx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.Attempt, ExecutionID: st.ID})
+	if err != nil {
+		f, ok := modules.AsFailure(err)
+		if !ok {
+			if ctx.Err() != nil {
+				return st, fmt.Errorf("run abandoned: %w", err) // shutdown: the lease hands it on
+			}
+			e.log.WithField("executionId", st.ID).WithError(err).Error("module infrastructure error")
+			f = &modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}
+		}
+		return e.fail(ctx, st, f, true)
+	}
+	return e.complete(ctx, st, out, billing.Credits(st.CostMilli))
+}
+
+// complete charges usage (once per execution, whatever retries or takeovers happen) and
+// records the output.
+func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
+	if usage > 0 {
+		charged, err := e.charge(ctx, st, usage)
+		if err != nil {
+			return st, err
+		}
+		if !charged {
+			f := &modules.Failure{Code: "insufficient_credits", Message: fmt.Sprintf("the workspace balance cannot cover the %s credits this call costs", usage)}
+			return e.fail(ctx, st, f, false)
+		}
+	}
+	return e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+}
+
+// charge bills the execution. A charge made by an earlier holder that died before recording
+// the output is found in the billing history rather than refused for the balance it took.
+func (e *Executor) charge(ctx context.Context, st execution.State, usage billing.Credits) (bool, error) {
+	cause := "execution-" + st.ID
+	err := e.charges.charge(ctx, st.WorkspaceID, cause, usage)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, domain.ErrInsufficientCredits) {
+		return false, err
+	}
+	return e.queries.HasCharge(ctx, st.WorkspaceID, cause)
+}
+
+func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Failure, retry bool) (execution.State, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return st, fmt.Errorf("encode failure: %w", err)
+	}
+	return e.cmds.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
+}
+
+// follow completes a cached repeat with its first call's output, for free, once that call
+// has finished. It reports false when the first call failed or cannot be found: the repeat
+// then runs and bills as a call of its own.
+func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) bool {
+	leaderStream := "execution-" + st.CachedFrom
+	var leader execution.State
+	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
+		var err error
+		leader, err = e.cmds.Execution(ctx, st.CachedFrom)
+		if errors.Is(err, domain.ErrNotFound) {
+			return true, nil
+		}
+		return err == nil && leader.Status.Terminal(), err
+	})
+	if err != nil {
+		return true // ctx ended or the store failed: the lease hands the repeat on
+	}
+	if leader.Status != execution.StatusCompleted {
+		return false
+	}
+	if _, err := e.cmds.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0); err != nil &&
+		!errors.Is(err, execution.ErrLeaseLost) {
+		e.log.WithField("executionId", st.ID).WithError(err).Error("cannot record cached output")
+	}
+	return true
+}
