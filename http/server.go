@@ -39,7 +39,6 @@ func NewServer(opts Options) *Server {
 		r.Handle("/metrics", metricsHandler(opts.Gatherer)).Methods(http.MethodGet)
 	}
 	v1 := r.PathPrefix("/v1").Subrouter()
-	v1.NotFoundHandler = http.HandlerFunc(notFound)
 	v1.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	return &Server{Router: r, V1: v1, opts: opts}
 }

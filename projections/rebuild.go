@@ -21,8 +21,10 @@ type RebuildProgress struct {
 	Done      bool
 }
 
-// rebuildBatch is how many events one rebuild transaction applies.
-const rebuildBatch = 2000
+// rebuildBatch is how many events one rebuild transaction applies. Larger batches mean fewer
+// commits and, with ApplyBatch, fewer balance upserts per event (BenchmarkRebuildBilling over
+// 100,000 events: 2,000 gave about 40,000 events/s, 5,000 about 55,000, 10,000 little more).
+const rebuildBatch = 5000
 
 var unsafeIdent = regexp.MustCompile(`[^a-z0-9_]`)
 
@@ -106,7 +108,7 @@ func (e *Engine) replay(ctx context.Context, db beginner, p Projector, schema st
 	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return 0, pos, err
 	}
-	n, last, err := applyEvents(ctx, tx, p, events, pos)
+	n, last, err := applyRebuildBatch(ctx, tx, p, events, pos)
 	if err != nil {
 		return 0, pos, err
 	}
@@ -117,6 +119,45 @@ func (e *Engine) replay(ctx context.Context, db beginner, p Projector, schema st
 		pos = last.Position
 	}
 	return len(events), pos, nil
+}
+
+// batchApplier is implemented by a projector that can apply a run of consecutive events with a
+// few set-based statements instead of statements per event. A rebuild, which replays the whole
+// log, uses it when present; the rows it writes must equal those of Apply called event by event,
+// which TestRebuildReproducesTablesRowForRow checks against the live tables. Errors about one
+// event are wrapped with eventError.
+type batchApplier interface {
+	ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.RecordedEvent) error
+}
+
+// applyRebuildBatch is applyEvents for a rebuild: through ApplyBatch when the projector has it.
+func applyRebuildBatch(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
+	ba, ok := p.(batchApplier)
+	if !ok {
+		return applyEvents(ctx, tx, p, events, after)
+	}
+	fresh := events[:0:0]
+	for _, ev := range events {
+		if after.Less(ev.Position) { // as in applyEvents: what was applied before is not again
+			fresh = append(fresh, ev)
+		}
+	}
+	if len(fresh) == 0 {
+		return 0, eventstore.RecordedEvent{}, nil
+	}
+	ptx := newTx(tx)
+	if err := ba.ApplyBatch(ctx, ptx, fresh); err != nil {
+		return 0, eventstore.RecordedEvent{}, fmt.Errorf("projector %s: %w", p.Name(), err)
+	}
+	if err := ptx.Flush(ctx); err != nil {
+		return 0, eventstore.RecordedEvent{}, fmt.Errorf("projector %s: %w", p.Name(), err)
+	}
+	return len(fresh), fresh[len(fresh)-1], nil
+}
+
+// eventError names the event an error is about, in the form applyEvents uses.
+func eventError(ev eventstore.RecordedEvent, err error) error {
+	return fmt.Errorf("%s %s@%d (%s): %w", ev.Type, ev.Stream, ev.Revision, ev.Position, err)
 }
 
 // swap pauses the live projector by locking its checkpoint, applies what was appended since the

@@ -19,7 +19,7 @@ func newAdminCmd() *cobra.Command {
 	credits.AddCommand(newTopUpCmd())
 	plan := &cobra.Command{Use: "plan", Short: "Manage plan-included credit"}
 	plan.AddCommand(newPlanRenewCmd())
-	admin.AddCommand(user, ws, credits, plan)
+	admin.AddCommand(user, ws, credits, plan, newAPIKeyCmd(), newBootstrapCmd())
 	return admin
 }
 

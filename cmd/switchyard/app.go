@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/kurrent"
 	"github.com/switchyard/switchyard/eventstore/postgres"
+	"github.com/switchyard/switchyard/internal/replay"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/seal"
@@ -111,6 +112,9 @@ func (a *app) migrate(ctx context.Context) error {
 	}
 	if err := projections.Migrate(ctx, a.pool, projections.All()); err != nil {
 		return fmt.Errorf("migrate read models: %w", err)
+	}
+	if err := replay.Migrate(ctx, a.pool); err != nil {
+		return fmt.Errorf("migrate replay guard: %w", err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newAdminCmd(), newProjectionsCmd(), newBillingCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newAdminCmd(), newProjectionsCmd(), newBillingCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

@@ -82,7 +82,7 @@ func New(cmds *commands.Handler, queries *projections.Queries, registry *modules
 		opts.Logger = logrus.StandardLogger()
 	}
 	return &Executor{cmds: cmds, store: cmds.Store(), queries: queries, registry: registry, hub: hub, opts: opts,
-		log: opts.Logger.WithFields(logrus.Fields{"component": "executor", "worker": opts.Worker}),
+		log:   opts.Logger.WithFields(logrus.Fields{"component": "executor", "worker": opts.Worker}),
 		slots: make(chan struct{}, opts.Concurrency), charges: newCharger(cmds), inflight: map[string]bool{}}
 }
 

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/apikeys"
+)
+
+// TestAPIKeyAndBootstrapCommands drives `admin bootstrap` and `admin apikey` through the built
+// binary, as scripts/run.sh and an operator do.
+func TestAPIKeyAndBootstrapCommands(t *testing.T) {
+	c := newCLI(t)
+
+	// On an empty database bootstrap creates everything (migrating first) and prints the key.
+	res := c.ok("admin", "bootstrap", "--if-empty", "--email", "boot@example.com", "--password", "password-123",
+		"--workspace", "default", "--credits", "1000", "--plan-usage", "50", "--json")
+	var boot map[string]string
+	if err := json.Unmarshal([]byte(res.stdout), &boot); err != nil {
+		t.Fatalf("bootstrap output: %v\n%s", err, res)
+	}
+	for _, f := range []string{"userId", "workspaceId", "apiKey", "apiSecret", "apiKeyId"} {
+		if boot[f] == "" {
+			t.Fatalf("bootstrap printed no %s: %s", f, res.stdout)
+		}
+	}
+	if len(boot) != 5 {
+		t.Fatalf("bootstrap printed extra fields: %s", res.stdout)
+	}
+	if id, err := apikeys.ParseID(boot["apiKey"]); err != nil || id != boot["apiKeyId"] {
+		t.Fatalf("apiKey %q does not embed apiKeyId %s", boot["apiKey"], boot["apiKeyId"])
+	}
+	if _, err := apikeys.ParseSecret(boot["apiSecret"]); err != nil {
+		t.Fatalf("apiSecret: %v", err)
+	}
+	if !strings.Contains(res.stderr, "shown this once") {
+		t.Fatalf("no warning about the secret on stderr: %s", res)
+	}
+	var bal map[string]any
+	c.okJSON(&bal, "admin", "credits", "topup", "--workspace", boot["workspaceId"], "--amount", "1", "--json")
+	if bal["credit"] != float64(1001) || bal["usage"] != float64(50) {
+		t.Fatalf("balance after bootstrap and a top-up of 1: %v", bal)
+	}
+
+	// Run again as scripts/run.sh does on every start: nothing happens.
+	res = c.ok("admin", "bootstrap", "--if-empty", "--email", "other@example.com", "--password", "password-456",
+		"--workspace", "again", "--json")
+	if strings.TrimSpace(res.stdout) != "{\n  \"skipped\": true\n}" {
+		t.Fatalf("second bootstrap: %s", res)
+	}
+	// Without --if-empty an existing user is reused only with the right password.
+	if res := c.run("admin", "bootstrap", "--email", "boot@example.com", "--password", "wrong-password", "--workspace", "x", "--json"); res.code == 0 ||
+		!strings.Contains(res.stderr, "exists already") {
+		t.Fatalf("bootstrap over an existing user with another password: %s", res)
+	}
+	var second map[string]string
+	c.okJSON(&second, "admin", "bootstrap", "--email", "BOOT@example.com", "--password", "password-123", "--workspace", "second", "--json")
+	if second["userId"] != boot["userId"] || second["workspaceId"] == boot["workspaceId"] {
+		t.Fatalf("second bootstrap of the same user: %v", second)
+	}
+
+	// apikey create prints the SPEC.md 2.10 record.
+	expires := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	res = c.ok("admin", "apikey", "create", "--workspace", boot["workspaceId"], "--label", "CI",
+		"--allowed-workflow", "wf-1", "--allowed-workflow", "wf-2", "--expires-at", expires.Format(time.RFC3339), "--json")
+	var key struct {
+		ID                 string     `json:"id"`
+		APIKey             string     `json:"apiKey"`
+		APISecret          string     `json:"apiSecret"`
+		Label              string     `json:"label"`
+		AllowedWorkflowIDs []string   `json:"allowedWorkflowIds"`
+		ExpiresAt          *time.Time `json:"expiresAt"`
+		CreatedAt          time.Time  `json:"createdAt"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &key); err != nil {
+		t.Fatalf("apikey create output: %v\n%s", err, res)
+	}
+	if !strings.HasPrefix(key.APIKey, "ws_") || key.APISecret == "" || key.Label != "CI" || strings.Join(key.AllowedWorkflowIDs, ",") != "wf-1,wf-2" ||
+		key.ExpiresAt == nil || !key.ExpiresAt.Equal(expires) || key.CreatedAt.IsZero() {
+		t.Fatalf("apikey create: %s", res.stdout)
+	}
+	if !strings.Contains(res.stderr, "shown this once") {
+		t.Fatalf("no warning about the secret on stderr: %s", res)
+	}
+	res = c.ok("admin", "apikey", "create", "--workspace", boot["workspaceId"], "--json")
+	if !strings.Contains(res.stdout, `"allowedWorkflowIds": []`) || !strings.Contains(res.stdout, `"expiresAt": null`) {
+		t.Fatalf("defaults must print [] and null: %s", res.stdout)
+	}
+
+	var revoked map[string]any
+	c.okJSON(&revoked, "admin", "apikey", "revoke", "--id", key.ID, "--reason", "test", "--json")
+	if revoked["id"] != key.ID || revoked["revoked"] != true || revoked["revokedAt"] == nil || revoked["workspaceId"] != boot["workspaceId"] {
+		t.Fatalf("revoke: %v", revoked)
+	}
+	c.ok("admin", "apikey", "revoke", "--id", key.ID) // twice is harmless
+
+	for name, args := range map[string][]string{
+		"unknown workspace":  {"admin", "apikey", "create", "--workspace", "9b2f0c3e-0000-4000-8000-000000000000"},
+		"bad expiry":         {"admin", "apikey", "create", "--workspace", boot["workspaceId"], "--expires-at", "tomorrow"},
+		"expiry in the past": {"admin", "apikey", "create", "--workspace", boot["workspaceId"], "--expires-at", "2020-01-01T00:00:00Z"},
+		"empty workflow id":  {"admin", "apikey", "create", "--workspace", boot["workspaceId"], "--allowed-workflow", ""},
+		"unknown key":        {"admin", "apikey", "revoke", "--id", "9b2f0c3e-0000-4000-8000-000000000000"},
+		"bad credits":        {"admin", "bootstrap", "--email", "n@example.com", "--password", "password-123", "--workspace", "w", "--credits", "lots"},
+	} {
+		if res := c.run(args...); res.code == 0 || res.stderr == "" {
+			t.Errorf("%s: %s", name, res)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// submitMany submits n bodies from workers goroutines, spreading them over callers, and
+// returns the execution ids in order.
+func submitMany(t *testing.T, callers []*rawCaller, n, workers int, body func(i int) string) []string {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make(chan string, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r := callers[i%len(callers)].submit(body(i))
+				var m map[string]any
+				if r.status != http.StatusOK || json.Unmarshal(r.body, &m) != nil {
+					errs <- fmt.Sprintf("submit %d: %d %s", i, r.status, r.body)
+					continue
+				}
+				ids[i] = fmt.Sprint(m["id"])
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	return ids
+}
+
+// auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
+func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
+	t.Helper()
+	res := c.run("billing", "audit", workspaceID, "--json")
+	var rep struct {
+		Folded struct {
+			Total float64 `json:"total"`
+		} `json:"folded"`
+		Differences []string `json:"differences"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || res.code != 0 || len(rep.Differences) != 0 {
+		t.Fatalf("billing audit is not clean: %s", res)
+	}
+	return rep.Folded.Total
+}
+
+func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
+	const n = 200
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")
+	c := svc.caller(t, svc.key)
+	ids := submitMany(t, []*rawCaller{c}, n, 16, func(i int) string {
+		return fmt.Sprintf(`{"module":"core.delay","input":{"i":%d},"config":{"ms":300}}`, i)
+	})
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	for _, id := range ids {
+		m := pollExecution(t, c, id, 120*time.Second, terminal)
+		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(1) {
+			t.Fatalf("execution %s after the crash: %v", id, m)
+		}
+	}
+	restarted.stop(t, 30*time.Second)
+	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-n {
+		t.Fatalf("balance after %d executions of 1 credit = %v, want %d: some were charged twice or not at all", n, total, 1000-n)
+	}
+}
+
+func TestTwoServeProcessesRunEachExecutionOnce(t *testing.T) {
+	const n = 1000
+	var mu sync.Mutex
+	hits := map[string]int{}
+	counter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Query().Get("i")]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer counter.Close()
+	svc := startSDKService(t, 6000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000",
+		"SWITCHYARD_WEBHOOK_ALLOW_PRIVATE=true")
+	second := *svc.cli
+	second.port = freePort(t)
+	second.env = slices.Clone(svc.cli.env)
+	for i, kv := range second.env {
+		if strings.HasPrefix(kv, "SWITCHYARD_LISTEN=") {
+			second.env[i] = fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", second.port)
+		}
+	}
+	s2 := second.serve()
+	second.waitHTTP(s2, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	callers := []*rawCaller{svc.caller(t, svc.key), newRawCaller(t, second.url(""), svc.key)}
+	ids := submitMany(t, callers, n, 16, func(i int) string {
+		return fmt.Sprintf(`{"module":"http.request","input":{},"config":{"url":"%s/?i=%d","method":"GET"}}`, counter.URL, i)
+	})
+	for i, id := range ids {
+		m := pollExecution(t, callers[i%2], id, 120*time.Second, terminal)
+		if m["status"] != "COMPLETED" {
+			t.Fatalf("execution %s: %v", id, m)
+		}
+	}
+	mu.Lock()
+	for i := range n {
+		if got := hits[fmt.Sprint(i)]; got != 1 {
+			mu.Unlock()
+			t.Fatalf("request %d reached the receiver %d times, want exactly once", i, got)
+		}
+	}
+	mu.Unlock()
+	s2.stop(t, 30*time.Second)
+	svc.srv.stop(t, 30*time.Second)
+	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 6000-5*n {
+		t.Fatalf("balance after %d calls of 5 credits = %v, want %d", n, total, 6000-5*n)
+	}
+}

@@ -1,0 +1,154 @@
+package commands_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/eventstore/postgres"
+	"github.com/switchyard/switchyard/internal/apikeys"
+	"github.com/switchyard/switchyard/internal/testdb"
+)
+
+func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler {
+	t.Helper()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.New(ctx, pool, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return commands.New(store, commands.WithClock(now))
+}
+
+func newAPIKeyTestWorkspace(t *testing.T, h *commands.Handler) string {
+	t.Helper()
+	ctx := context.Background()
+	email := "owner-" + uuid.NewString()[:8] + "@example.com"
+	if _, err := h.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := h.CreateWorkspace(ctx, "Keys", email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func TestCreateAndRevokeAPIKey(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	ctx := context.Background()
+	ws := newAPIKeyTestWorkspace(t, h)
+
+	expires := now.Add(24 * time.Hour)
+	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{"wf-1", "wf-1"}, ExpiresAt: &expires})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := apikeys.ParseID(m.APIKey); err != nil || id != m.ID {
+		t.Fatalf("apiKey %q embeds %q (%v), want id %s", m.APIKey, id, err, m.ID)
+	}
+	var body map[string]any
+	b, _ := json.Marshal(m)
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id", "apiKey", "apiSecret", "label", "allowedWorkflowIds", "expiresAt", "createdAt"} {
+		if _, ok := body[f]; !ok {
+			t.Errorf("minted key has no %s: %s", f, b)
+		}
+	}
+	if len(body) != 7 {
+		t.Errorf("minted key has extra fields: %s", b)
+	}
+	if got := body["allowedWorkflowIds"].([]any); len(got) != 1 || got[0] != "wf-1" {
+		t.Errorf("allowedWorkflowIds %v", got)
+	}
+
+	s, err := h.APIKey(ctx, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.WorkspaceID != ws || s.KeyHash != apikeys.Hash(m.APIKey) || s.Revoked || !s.ExpiresAt.Equal(expires) || !s.CreatedAt.Equal(now) {
+		t.Fatalf("folded key %+v", s)
+	}
+	priv, err := apikeys.ParseSecret(m.APISecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := apikeys.ParsePublicKey(s.PublicKey)
+	if !bytes.Equal(pub, priv.Public().(ed25519.PublicKey)) {
+		t.Fatal("stored public key does not match the returned secret")
+	}
+	// The secret is in no event: nothing in the stream contains it.
+	evs, err := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if bytes.Contains(ev.Data, []byte(m.APISecret)) || bytes.Contains(ev.Data, []byte(m.APIKey)) {
+			t.Fatalf("event %s holds the secret or the key", ev.Type)
+		}
+	}
+
+	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if s, _ := h.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
+		t.Fatalf("after revoke %+v", s)
+	}
+	if evs, _ := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
+		t.Fatalf("%d events after two revocations, want 2", len(evs))
+	}
+}
+
+func TestAPIKeyErrors(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	ctx := context.Background()
+	ws := newAPIKeyTestWorkspace(t, h)
+
+	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: uuid.NewString()}); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown workspace: %v", err)
+	}
+	past := now.Add(-time.Minute)
+	var ve *domain.ValidationError
+	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, ExpiresAt: &past}); !errors.As(err, &ve) || ve.Field != "expiresAt" {
+		t.Fatalf("past expiry: %v", err)
+	}
+	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.AllowedWorkflowIDs == nil || m.ExpiresAt != nil {
+		t.Fatalf("defaults %+v", m)
+	}
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
+		if _, err := h.APIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("APIKey(%q): %v", id, err)
+		}
+		if err := h.RevokeAPIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("RevokeAPIKey(%q): %v", id, err)
+		}
+	}
+	// Upper-case ids name the same stream.
+	if _, err := h.APIKey(ctx, string(bytes.ToUpper([]byte(m.ID)))); err != nil {
+		t.Fatalf("upper-case id: %v", err)
+	}
+}

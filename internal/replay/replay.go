@@ -1,0 +1,114 @@
+// Package replay remembers accepted SDK request signatures in PostgreSQL, so that a signed
+// request accepted by one serve process is refused as a replay by every other one. It implements
+// httpapi.ReplayGuard; it is no projection (nothing in it comes from the event log) and its rows
+// are worthless after a few minutes, so the table is UNLOGGED: a crash empties it, which can only
+// re-admit requests whose timestamps are about to leave the skew window anyway.
+package replay
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
+)
+
+// Migrate creates the signature table (idempotent).
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, `
+	CREATE UNLOGGED TABLE IF NOT EXISTS sdk_signatures (
+		sig        bytea PRIMARY KEY,
+		expires_at timestamptz NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS sdk_signatures_expires_at ON sdk_signatures (expires_at);`)
+	if err != nil {
+		return fmt.Errorf("migrate sdk_signatures: %w", err)
+	}
+	return nil
+}
+
+// Options configures a Postgres guard. Zero values take the defaults noted.
+type Options struct {
+	// Now is the clock (time.Now).
+	Now func() time.Time
+	// PurgeEvery is how often expired rows are deleted (5 s).
+	PurgeEvery time.Duration
+	// PurgeBatch bounds the rows one purge deletes (10000), so the request that happens to run
+	// it is delayed by a bounded amount; a full batch makes the next request purge again.
+	PurgeBatch int
+	// Logger receives purge failures, which never fail a request.
+	Logger logrus.FieldLogger
+}
+
+// Postgres is a ReplayGuard shared by every process on one database.
+type Postgres struct {
+	pool      *pgxpool.Pool
+	opts      Options
+	nextPurge atomic.Int64 // Unix nanoseconds
+	purging   atomic.Bool
+}
+
+// New returns a guard on pool; the table must exist (Migrate).
+func New(pool *pgxpool.Pool, opts Options) *Postgres {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PurgeEvery <= 0 {
+		opts.PurgeEvery = 5 * time.Second
+	}
+	if opts.PurgeBatch <= 0 {
+		opts.PurgeBatch = 10_000
+	}
+	if opts.Logger == nil {
+		opts.Logger = logrus.StandardLogger()
+	}
+	return &Postgres{pool: pool, opts: opts}
+}
+
+// Seen implements httpapi.ReplayGuard in one statement: the insert claims the signature unless a
+// live row holds it; an expired row not purged yet is taken over, as if it had been deleted.
+// Only the SHA-256 of the signature is stored.
+func (g *Postgres) Seen(ctx context.Context, sig []byte, until time.Time) (bool, error) {
+	sum := sha256.Sum256(sig)
+	now := g.opts.Now()
+	tag, err := g.pool.Exec(ctx, `INSERT INTO sdk_signatures (sig, expires_at) VALUES ($1, $2)
+		ON CONFLICT (sig) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE sdk_signatures.expires_at < $3`,
+		sum[:], until, now)
+	if err != nil {
+		return false, fmt.Errorf("replay guard: %w", err)
+	}
+	g.maybePurge(ctx, now)
+	return tag.RowsAffected() == 0, nil
+}
+
+// maybePurge deletes a batch of expired rows when one is due and no other request of this
+// process is already doing it.
+func (g *Postgres) maybePurge(ctx context.Context, now time.Time) {
+	if now.UnixNano() < g.nextPurge.Load() || !g.purging.CompareAndSwap(false, true) {
+		return
+	}
+	defer g.purging.Store(false)
+	n, err := g.purge(ctx, now)
+	next := now.Add(g.opts.PurgeEvery)
+	if err != nil {
+		g.opts.Logger.WithError(err).Warn("replay guard: purge expired signatures")
+	} else if n >= int64(g.opts.PurgeBatch) {
+		next = now // more to delete: the next request carries on
+	}
+	g.nextPurge.Store(next.UnixNano())
+}
+
+// Purge deletes up to one batch of expired rows now and reports how many went.
+func (g *Postgres) Purge(ctx context.Context) (int64, error) { return g.purge(ctx, g.opts.Now()) }
+
+func (g *Postgres) purge(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := g.pool.Exec(ctx, `DELETE FROM sdk_signatures WHERE sig IN (
+		SELECT sig FROM sdk_signatures WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, g.opts.PurgeBatch)
+	if err != nil {
+		return 0, fmt.Errorf("purge sdk_signatures: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
