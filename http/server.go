@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +32,7 @@ func NewServer(opts Options) *Server {
 	}
 	opts.Logger = logger(opts.Logger)
 	r := mux.NewRouter()
-	r.NotFoundHandler = http.HandlerFunc(notFound)
+	r.NotFoundHandler = unmatched(r)
 	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", readyz(opts.Checks)).Methods(http.MethodGet, http.MethodHead)
@@ -49,4 +50,30 @@ func (s *Server) Handler() http.Handler {
 	h = limitBody(s.opts.MaxBodyBytes, h)
 	h = recoverPanics(h)
 	return requestLog(s.opts.Logger, h)
+}
+
+// probeMethods are the methods tried to tell a wrong method from an unknown path.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// unmatched answers a request no route took: 405 with Allow when the path exists for other
+// methods, else 404. gorilla/mux reports a method mismatch as not found once any later route
+// fails to match the path, so the router is asked again with each method instead.
+func unmatched(r *mux.Router) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var allowed []string
+		for _, m := range probeMethods {
+			probe := req.Clone(req.Context())
+			probe.Method = m
+			var match mux.RouteMatch
+			if m != req.Method && r.Match(probe, &match) && match.MatchErr == nil {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) == 0 {
+			notFound(w, req)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		methodNotAllowed(w, req)
+	})
 }

@@ -11,6 +11,8 @@ import (
 func TestUnknownRoutesAndMethodsHaveTheErrorBody(t *testing.T) {
 	s := NewServer(Options{})
 	s.V1.HandleFunc("/sdk/components", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodPost)
+	s.V1.HandleFunc("/sdk/components/executions/{id}", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodGet)
+	s.V1.HandleFunc("/sdk/modules", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodGet)
 	for _, tc := range []struct {
 		method, path string
 		status       int

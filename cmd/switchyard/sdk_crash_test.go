@@ -68,8 +68,13 @@ func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")
 	c := svc.caller(t, svc.key)
 	ids := submitMany(t, []*rawCaller{c}, n, 16, func(i int) string {
-		return fmt.Sprintf(`{"module":"core.delay","input":{"i":%d},"config":{"ms":300}}`, i)
+		return fmt.Sprintf(`{"module":"core.delay","input":{"i":%d},"config":{"ms":1000}}`, i)
 	})
+	// 200 calls of 1 s on at most 64 slots take over 3 s: the last cannot have finished yet.
+	last := c.do(http.MethodGet, "/v1/sdk/components/executions/"+ids[n-1], nil).json(t)
+	if terminal(last) {
+		t.Fatalf("the premise failed: every execution ended before the kill: %v", last)
+	}
 	if err := svc.srv.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -328,6 +328,20 @@ func TestSDKExecutionsBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("Idempotency-Key returns the same execution", func(t *testing.T) {
+		body := []byte(`{"module":"core.echo","input":{"idem":1},"config":{}}`)
+		post := func(b []byte, n string) rawResponse {
+			return c.send(http.MethodPost, "/v1/sdk/components?nonce=idem"+n, b, b, time.Now(), "Idempotency-Key", "order-42")
+		}
+		first, again := post(body, "1"), post(body, "2")
+		mustStatus(t, first, http.StatusOK, "first")
+		mustStatus(t, again, http.StatusOK, "repeat")
+		if first.json(t)["id"] != again.json(t)["id"] {
+			t.Fatalf("the same key and body gave two executions: %s / %s", first.body, again.body)
+		}
+		wantErrorBody(t, post([]byte(`{"module":"core.echo","input":{"idem":2},"config":{}}`), "3"), http.StatusConflict, "Idempotency-Key")
+	})
+
 	t.Run("a burst is rate limited", func(t *testing.T) {
 		burst := svc.caller(t, svc.newKey(t, svc.key.WorkspaceID))
 		var limited rawResponse
