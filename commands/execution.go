@@ -125,18 +125,37 @@ func (h *Handler) cacheLeader(ctx context.Context, c SubmitExecution, id string)
 // checkBalance refuses a call the spendable balance cannot cover. The charge itself happens
 // when the call completes; concurrent calls that pass this check together and overdraw end
 // FAILED with insufficient credits instead of driving the balance negative.
+//
+// A balance read less than balanceTTL ago that covers the cost is trusted without reading the
+// stream again: the check is advisory (the charge decides), and the billing stream of a busy
+// workspace is the hottest read of a submit. A balance that seems short is always re-read.
 func (h *Handler) checkBalance(ctx context.Context, workspaceID string, costMilli int64) error {
 	if costMilli <= 0 {
 		return nil
+	}
+	cost := billing.Credits(costMilli)
+	if v, ok := h.balances.Load(workspaceID); ok {
+		if seen := v.(seenBalance); h.now().Sub(seen.at) < balanceTTL && cost <= seen.total {
+			return nil
+		}
 	}
 	b, err := h.Balance(ctx, workspaceID)
 	if err != nil {
 		return err
 	}
-	if billing.Credits(costMilli) > b.Total() {
-		return fmt.Errorf("balance %s, cost %s: %w", b.Total(), billing.Credits(costMilli), domain.ErrInsufficientCredits)
+	h.balances.Store(workspaceID, seenBalance{total: b.Total(), at: h.now()})
+	if cost > b.Total() {
+		return fmt.Errorf("balance %s, cost %s: %w", b.Total(), cost, domain.ErrInsufficientCredits)
 	}
 	return nil
+}
+
+// balanceTTL is how long a balance read for the advisory submit check is reused.
+const balanceTTL = time.Second
+
+type seenBalance struct {
+	total billing.Credits
+	at    time.Time
 }
 
 func (h *Handler) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
@@ -196,11 +215,12 @@ func (h *Handler) Execution(ctx context.Context, id string) (execution.State, er
 	return l.state, nil
 }
 
-// ClaimExecution starts the execution's next attempt for worker, leased until now+lease.
-// execution.ErrNotClaimable means another worker has it or it is finished.
-func (h *Handler) ClaimExecution(ctx context.Context, id, worker string, lease time.Duration) (execution.State, error) {
+// ClaimExecution starts the execution's next attempt for worker, leased until now plus the
+// lease it asks for the state (leases depend on the module). execution.ErrNotClaimable means
+// another worker has it or it is finished.
+func (h *Handler) ClaimExecution(ctx context.Context, id, worker string, lease func(execution.State) time.Duration) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideStart(s, worker, lease, h.now())
+		return execution.DecideStart(s, worker, lease(s), h.now())
 	})
 }
 

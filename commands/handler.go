@@ -6,6 +6,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/eventstore"
@@ -20,6 +21,8 @@ type Handler struct {
 	store eventstore.Store
 	now   func() time.Time
 	cache *stateCache
+	// balances remembers recent balances for the advisory check of a submit.
+	balances sync.Map
 }
 
 // Option configures a Handler.

@@ -214,7 +214,8 @@ type Store interface {
 	// without writing (idempotent retry) and reports where they are.
 	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
 	// ReadStream returns up to max events of stream starting at revision from, in revision order.
-	// A stream with no events gives ErrStreamNotFound.
+	// A stream with no events read from revision 0 gives ErrStreamNotFound; read from a later
+	// revision, an unknown stream gives ErrStreamNotFound or no events, as the backend finds cheaper.
 	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]RecordedEvent, error)
 	// ReadAll returns up to max events strictly after position from, in position order, that
 	// match filter. Only events that a subscription may deliver are returned: an event is never

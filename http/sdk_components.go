@@ -34,6 +34,8 @@ type SDKComponents struct {
 	Auth     *SDKAuth
 	// CacheWindow is SWITCHYARD_CACHE_WINDOW: how long identical calls are free after the first.
 	CacheWindow time.Duration
+	// Heartbeat is SWITCHYARD_SSE_HEARTBEAT: the interval of :ping comments on streams (15s).
+	Heartbeat time.Duration
 }
 
 // Mount adds the routes to the /v1 router.
@@ -41,6 +43,8 @@ func (s *SDKComponents) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/components", s.Auth.Route(submitCost, http.HandlerFunc(s.submit))).Methods(http.MethodPost)
 	v1.Handle("/sdk/components/executions/{executionId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
 	v1.Handle("/sdk/modules", s.Auth.Route(1, http.HandlerFunc(s.listModules))).Methods(http.MethodGet)
+	v1.Handle("/sdk/components/executions/{executionId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream))).Methods(http.MethodGet)
+	v1.Handle("/sdk/components/executions/{executionId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayCallback))).Methods(http.MethodPost)
 }
 
 func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {

@@ -142,6 +142,12 @@ func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
 		}
 		start := time.Now()
 		err = pgx.BeginFunc(msg.Context(), e.pool, func(tx pgx.Tx) error {
+			// Read models are rebuilt from the durable log, and a batch commits with its
+			// checkpoint: losing the last batches in a crash only means applying them again,
+			// so they need not wait for the WAL to reach disk.
+			if _, err := tx.Exec(msg.Context(), `SET LOCAL synchronous_commit = off`); err != nil {
+				return err
+			}
 			cp, err := lockCheckpoint(msg.Context(), tx, p.Name())
 			if err != nil {
 				return err

@@ -72,6 +72,14 @@ export DATABASE_URL="$SWITCHYARD_PG_ADMIN_URL"
 if [ "${SWITCHYARD_PG_STARTED:-0}" = 1 ] && [ "${SWITCHYARD_PG_KEEP:-0}" != 1 ]; then
   trap 'sypg_stop' EXIT
 fi
+# Test packages run in parallel and some start several serve processes, each with its own
+# connections: PostgreSQL's default of 100 connections, on a server that other programs also
+# use, can run out. Say so up front, since the failures it causes ("too many clients") look
+# like bugs in whatever test hit them. (A private cluster is created with 300.)
+max_conns=$("$(_sypg_client psql)" -w -X -A -t -q -d "$DATABASE_URL" -c 'show max_connections' </dev/null 2>/dev/null || true)
+if [ -n "$max_conns" ] && [ "$max_conns" -lt 200 ] 2>/dev/null; then
+  say "NOTE: the PostgreSQL server allows only $max_conns connections (max_connections); if tests fail with 'too many clients', raise it or set DATABASE_URL to a server with more."
+fi
 
 # Browser, for the suite's browser tests: Debian's chromium, installed when the module uses a
 # browser driver and no browser is found. A failed install only warns: those tests then say why.

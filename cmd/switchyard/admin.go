@@ -20,6 +20,7 @@ func newAdminCmd() *cobra.Command {
 	plan := &cobra.Command{Use: "plan", Short: "Manage plan-included credit"}
 	plan.AddCommand(newPlanRenewCmd())
 	admin.AddCommand(user, ws, credits, plan, newAPIKeyCmd(), newBootstrapCmd())
+	admin.AddCommand(newAppCmd(), newKeysCmd())
 	return admin
 }
 

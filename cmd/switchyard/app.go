@@ -34,6 +34,8 @@ type app struct {
 	registry *prometheus.Registry
 	modules  *modules.Registry
 	sealer   *seal.Sealer
+	// noExecutor serves without running executions (bench measures the submit path alone).
+	noExecutor bool
 }
 
 // openApp loads configuration from the environment and connects everything; migrate creates
@@ -63,7 +65,7 @@ func openAppWith(ctx context.Context, cfg config.Config, log *logrus.Logger, mig
 // defaultPoolSize is the pool size when DATABASE_URL sets no pool_max_conns: pgxpool's own
 // default (the number of CPUs, at least 4) is far too few for concurrent requests, executions
 // and projectors on a small machine.
-const defaultPoolSize = 40
+const defaultPoolSize = 24
 
 func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,9 @@ type benchOptions struct {
 	duration time.Duration
 	rate     int
 	total    int
+	profile  string
+	// submitOnly runs the service without its executor, to measure the submit path alone.
+	submitOnly bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -52,6 +57,8 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "how long submit and wait run")
 	cmd.Flags().IntVar(&o.rate, "rate", 200, "requests per second for wait")
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
+	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
+	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	return cmd
 }
 
@@ -62,6 +69,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	}
 	defer a.Close()
 	a.cfg.Listen = "127.0.0.1:0"
+	a.noExecutor = o.submitOnly
 	a.cfg.RateLimit, a.cfg.RateBurst = 1e9, 1_000_000_000
 	a.cfg.CacheWindow = 0 // every call runs and bills: the cache would measure itself
 	key, err := benchKey(ctx, a)
@@ -82,6 +90,17 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	c, err := client.New("http://"+addr, key.APIKey, key.APISecret, client.WithRetries(0))
 	if err != nil {
 		return err
+	}
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for _, phase := range phases {
 		if err := benchPhase(ctx, out, o, c, phase); err != nil {

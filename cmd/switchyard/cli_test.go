@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,10 +77,11 @@ func switchyardBinary(t *testing.T) string {
 
 // cli runs the binary with a fixed environment.
 type cli struct {
-	t    *testing.T
-	bin  string
-	env  []string
-	port int
+	t     *testing.T
+	bin   string
+	env   []string
+	port  int
+	dbURL string // the test's database, for the test's own connections (no pool parameters)
 }
 
 type result struct {
@@ -105,15 +107,35 @@ func newCLI(t *testing.T) *cli {
 		}
 		env = append(env, kv)
 	}
+	dbURL := testdb.New(t)
 	env = append(env,
-		"DATABASE_URL="+testdb.New(t),
+		"DATABASE_URL="+capPool(t, dbURL, childPoolSize),
 		"SWITCHYARD_DATA_DIR="+t.TempDir(),
 		fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", port),
 		fmt.Sprintf("SWITCHYARD_BASE_URL=http://127.0.0.1:%d", port),
 		"SWITCHYARD_LOG_LEVEL=warn",
 		"SWITCHYARD_SHUTDOWN_TIMEOUT=10s",
 	)
-	return &cli{t: t, bin: bin, env: env, port: port}
+	return &cli{t: t, bin: bin, env: env, port: port, dbURL: dbURL}
+}
+
+// childPoolSize caps each child process's connection pool. The test server may allow only
+// PostgreSQL's default 100 connections while test packages, and several serve processes, run at
+// once; serve's own default pool (40) would let a few busy children exhaust it ("too many
+// clients"). A test's load needs far fewer.
+const childPoolSize = 10
+
+// capPool adds pool_max_conns to a database URL (pgxpool reads it; the service honours it).
+func capPool(t *testing.T, dbURL string, n int) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("parse database URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", fmt.Sprint(n))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // freePort finds a port nothing listens on: the service cannot report the port of
@@ -130,15 +152,8 @@ func freePort(t *testing.T) int {
 
 func (c *cli) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", c.port, path) }
 
-func (c *cli) databaseURL() string {
-	for _, kv := range c.env {
-		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
-			return v
-		}
-	}
-	c.t.Fatal("no DATABASE_URL")
-	return ""
-}
+// databaseURL is the database the binary uses, for the test's own queries.
+func (c *cli) databaseURL() string { return c.dbURL }
 
 // run runs one command to completion with extra environment variables (NAME=value) prepended
 // to args as "env:NAME=value" entries.

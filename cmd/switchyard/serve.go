@@ -16,6 +16,7 @@ import (
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/reactors/webhooks"
 )
 
 func newServeCmd() *cobra.Command {
@@ -56,10 +57,20 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	sdk := &httpapi.SDKComponents{Cmds: a.cmds, Registry: a.modules, Hub: hub, Sealer: a.sealer, Auth: auth, CacheWindow: a.cfg.CacheWindow}
+	sdk := &httpapi.SDKComponents{Cmds: a.cmds, Registry: a.modules, Hub: hub, Sealer: a.sealer, Auth: auth, CacheWindow: a.cfg.CacheWindow,
+		Heartbeat: a.cfg.SSEHeartbeat}
 	sdk.Mount(srv.V1)
+	// Identity: the OIDC provider at the root, the workspace endpoints (SPEC.md 4.9) under /v1.
+	idp, err := a.identityProvider(ctx)
+	if err != nil {
+		return err
+	}
+	idp.Mount(srv.Router, srv.V1)
+	(&httpapi.Workspaces{Cmds: a.cmds, Queries: a.queries, Auth: idp}).Mount(srv.V1)
 	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Options{
 		Concurrency: a.cfg.ExecutorConcurrency, DrainTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+	hooks := webhooks.New(a.cmds, a.queries, a.sealer, webhooks.Options{
+		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)
@@ -67,7 +78,11 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.engine.Run(gctx) })
-	g.Go(func() error { return exec.Run(gctx) })
+	if !a.noExecutor {
+		g.Go(func() error { return exec.Run(gctx) })
+	}
+	g.Go(func() error { return idp.Run(gctx) })
+	g.Go(func() error { return hooks.Run(gctx) })
 	g.Go(func() error {
 		a.log.WithField("addr", ln.Addr().String()).WithField("baseUrl", a.cfg.BaseURL).Info("switchyard listening")
 		if ready != nil {

@@ -149,10 +149,15 @@ type State struct {
 	TotalUsage billing.Credits
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Delivery is the terminal webhook's delivery state (delivery.go).
+	Delivery Delivery
 }
 
 // Evolve applies one event.
 func (s State) Evolve(e domain.Event) State {
+	if next, ok := s.evolveDelivery(e); ok {
+		return next
+	}
 	switch ev := e.(type) {
 	case Submitted:
 		s = State{Exists: true, ID: ev.ExecutionID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
@@ -165,9 +170,11 @@ func (s State) Evolve(e domain.Event) State {
 		s.Error, s.RetryAt, s.Worker, s.LeaseUntil = ev.Error, ev.RetryAt, "", time.Time{}
 	case Completed:
 		s.Status, s.Output, s.Error, s.TotalUsage, s.Worker = StatusCompleted, ev.Output, nil, ev.TotalUsage, ""
+		s = s.openDelivery()
 	case Failed:
 		s.FailedAttempts++
 		s.Status, s.Error, s.Worker = StatusFailed, ev.Error, ""
+		s = s.openDelivery()
 	default:
 		return s
 	}

@@ -62,5 +62,18 @@ func (s State) Record() Record {
 	if len(s.Callback.HeaderNames) > 0 {
 		r.Callback.HeaderNames = append([]string(nil), s.Callback.HeaderNames...)
 	}
+	d := s.Delivery
+	r.Callback.AttemptCount = d.AttemptCount
+	if !d.LastAttemptAt.IsZero() {
+		t := d.LastAttemptAt
+		r.Callback.LastAttemptAt = &t
+	}
+	if !d.DeliveredAt.IsZero() {
+		t := d.DeliveredAt
+		r.Callback.DeliveredAt = &t
+	}
+	if len(d.LastError) > 0 {
+		r.Callback.LastError = d.LastError
+	}
 	return r
 }

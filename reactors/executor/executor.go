@@ -239,14 +239,7 @@ func (e *Executor) process(ctx, runCtx context.Context, id string) {
 }
 
 func (e *Executor) claim(ctx context.Context, id string) (execution.State, error) {
-	st, err := e.cmds.Execution(ctx, id)
-	if err != nil {
-		return st, err
-	}
-	if !st.Claimable(e.cmds.Now()) {
-		return st, execution.ErrNotClaimable
-	}
-	return e.cmds.ClaimExecution(ctx, id, e.opts.Worker, e.lease(st))
+	return e.cmds.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
 }
 
 // lease covers the module's deadline; a cached repeat may wait for its first call's attempts.

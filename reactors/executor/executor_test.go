@@ -192,7 +192,7 @@ func TestSweepTakesOverAfterLeaseRunsOut(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	st := submit(t, env.Cmds, ws, "core.echo", `{"a":1}`, 1)
 	// A worker that dies right after claiming: its lease runs out at once.
-	if _, err := env.Cmds.ClaimExecution(context.Background(), st.ID, "dead-worker", time.Millisecond); err != nil {
+	if _, err := env.Cmds.ClaimExecution(context.Background(), st.ID, "dead-worker", func(execution.State) time.Duration { return time.Millisecond }); err != nil {
 		t.Fatal(err)
 	}
 	startExecutor(t, env, registry(t), "survivor")

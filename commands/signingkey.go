@@ -1,0 +1,36 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/signingkey"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+var signingKeyAgg = aggregate[signingkey.State]{evolve: signingkey.State.Evolve}
+
+// SigningKeyStream is the stream of a token signing key.
+func SigningKeyStream(kid string) string { return eventstore.StreamName(signingkey.Category, kid) }
+
+// CreateSigningKey records a key generated and sealed by the caller (key generation is the
+// identity package's business; this only records it).
+func (h *Handler) CreateSigningKey(ctx context.Context, k signingkey.Created) (Result, error) {
+	res, err := execute(ctx, h, SigningKeyStream(k.KID), signingKeyAgg, func(s signingkey.State) ([]domain.Event, error) {
+		return signingkey.DecideCreate(s, k, h.now())
+	})
+	return res, wrap("create signing key", err)
+}
+
+// SigningKey folds the key with kid from the event store.
+func (h *Handler) SigningKey(ctx context.Context, kid string) (signingkey.Created, error) {
+	k, err := load(ctx, h, SigningKeyStream(kid), signingKeyAgg)
+	if err != nil {
+		return signingkey.Created{}, err
+	}
+	if !k.state.Exists {
+		return signingkey.Created{}, fmt.Errorf("signing key %s: %w", kid, domain.ErrNotFound)
+	}
+	return k.state.Key, nil
+}

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/projections"
+)
+
+// Workspaces serves the workspace endpoints of SPEC.md 4.9, called with an app's access token
+// (bound to one workspace, with scopes) or a member's session JWT (with the member's role).
+type Workspaces struct {
+	Cmds    *commands.Handler
+	Queries *projections.Queries
+	Auth    BearerVerifier
+}
+
+// Mount adds the routes under v1.
+func (s *Workspaces) Mount(v1 *mux.Router) {
+	r := v1.PathPrefix("/workspaces/{workspaceId}").Subrouter()
+	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
+	r.Handle("/billing", s.with(identity.ScopeReadBilling, s.billing)).Methods(http.MethodGet)
+	r.Handle("/billing/transactions", s.with(identity.ScopeReadBilling, s.transactions)).Methods(http.MethodGet)
+	r.Handle("/workflows", s.with(identity.ScopeWorkspaceRead, s.workflows)).Methods(http.MethodGet)
+	r.Handle("/api-keys", s.with(identity.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
+}
+
+// with authenticates the bearer, then checks the workspace and scope before calling h.
+func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return BearerAuth(s.Auth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws := mux.Vars(r)["workspaceId"]
+		p, _ := PrincipalFrom(r.Context())
+		scopes := p.Scopes
+		if p.Session {
+			st, err := s.Cmds.Workspace(r.Context(), ws)
+			if err != nil && !errors.Is(err, domain.ErrNotFound) {
+				WriteDomainError(w, r, err)
+				return
+			}
+			role := st.Members[p.UserID]
+			if role == "" {
+				WriteError(w, http.StatusForbidden, "not a member of this workspace")
+				return
+			}
+			scopes = RoleScopes(role)
+		} else if p.WorkspaceID != ws {
+			// SPEC.md 5 rule 6: a token acts on its one workspace, even for a member of others.
+			WriteError(w, http.StatusForbidden, "the token is not valid for this workspace")
+			return
+		}
+		if !identity.Satisfies(scopes, scope) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard", error="insufficient_scope", scope="`+scope+`"`)
+			WriteError(w, http.StatusForbidden, "missing scope "+scope)
+			return
+		}
+		h(w, r, ws)
+	}))
+}
+
+func (s *Workspaces) billing(w http.ResponseWriter, r *http.Request, ws string) {
+	// Folded from the billing stream: a top-up is visible as soon as it is acknowledged.
+	b, err := s.Cmds.Balance(r.Context(), ws)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, projections.Balance{Credit: b.Credit, Usage: b.Usage, Total: b.Total()})
+}
+
+func (s *Workspaces) transactions(w http.ResponseWriter, r *http.Request, ws string) {
+	p, err := ParsePage(r)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	list, total, err := s.Queries.Transactions(r.Context(), ws, p)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WritePage(w, list, total, p)
+}
+
+func (s *Workspaces) workflows(w http.ResponseWriter, r *http.Request, ws string) {
+	p, err := ParsePage(r)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	list, total, err := s.Queries.WorkflowsOf(r.Context(), ws, p)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WritePage(w, list, total, p)
+}
+
+func (s *Workspaces) createAPIKey(w http.ResponseWriter, r *http.Request, ws string) {
+	var body struct {
+		Label              string     `json:"label"`
+		AllowedWorkflowIDs []string   `json:"allowedWorkflowIds"`
+		ExpiresAt          *time.Time `json:"expiresAt"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		if IsBodyTooLarge(err) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit")
+			return
+		}
+		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label, allowedWorkflowIds and expiresAt: "+err.Error())
+		return
+	}
+	ctx := r.Context()
+	if p, ok := PrincipalFrom(ctx); ok {
+		ctx = commands.WithMetadata(ctx, commands.Metadata{Actor: p.UserID, Source: "workspace-api:" + p.ClientID})
+	}
+	m, err := s.Cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,
+		AllowedWorkflowIDs: body.AllowedWorkflowIDs, ExpiresAt: body.ExpiresAt})
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, http.StatusCreated, m)
+}

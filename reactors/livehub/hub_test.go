@@ -1,0 +1,92 @@
+package livehub_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/reactors/livehub"
+)
+
+func appendTo(t *testing.T, s eventstore.Store, stream string) {
+	t.Helper()
+	if _, err := s.Append(context.Background(), stream, eventstore.Any(),
+		eventstore.EventData{ID: uuid.New(), Type: "Noted", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchersHearTheirStreamOnly(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := hub.Watch("thing-a"), hub.Watch("thing-b")
+	appendTo(t, env.Store, "thing-a")
+	select {
+	case <-a.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher of thing-a heard nothing")
+	}
+	appendTo(t, env.Store, "other-a") // filtered out
+	appendTo(t, env.Store, "thing-c")
+	appendTo(t, env.Store, "thing-b")
+	select {
+	case <-b.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher of thing-b heard nothing")
+	}
+	select {
+	case <-a.C:
+		t.Fatal("the watcher of thing-a heard another stream's event")
+	default:
+	}
+	a.Close()
+	b.Close()
+	if n := hub.Watchers(); n != 0 {
+		t.Fatalf("%d watchers left after Close", n)
+	}
+}
+
+func TestUntilWaitsForTheCondition(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- hub.Until(ctx, "thing-x", time.Hour, func() (bool, error) {
+			evs, err := env.Store.ReadStream(ctx, "thing-x", 0, 10)
+			return err == nil && len(evs) >= 2, nil
+		})
+	}()
+	testenv.Eventually(t, 10*time.Second, "the watch to register", func() bool { return hub.Watchers() == 1 })
+	appendTo(t, env.Store, "thing-x")
+	appendTo(t, env.Store, "thing-x")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Until did not return after the condition held")
+	}
+	if hub.Watchers() != 0 {
+		t.Fatal("Until left its watch registered")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := hub.Until(short, "thing-y", time.Hour, func() (bool, error) { return false, nil }); err == nil {
+		t.Fatal("Until must end with the context's error")
+	}
+}
