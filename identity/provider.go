@@ -42,9 +42,9 @@ type Options struct {
 	Sealer  *seal.Sealer
 	Logger  logrus.FieldLogger
 	// Now is the clock (Cmds.Now when nil).
-	Now                                            func() time.Time
-	AccessTTL, IDTokenTTL, RefreshTTL, SessionTTL  time.Duration
-	CodeTTL, KeyReload                             time.Duration
+	Now                                           func() time.Time
+	AccessTTL, IDTokenTTL, RefreshTTL, SessionTTL time.Duration
+	CodeTTL, KeyReload                            time.Duration
 	// Throttle limits failed sign-ins; zero values take the defaults.
 	Throttle ThrottleOptions
 }
@@ -145,29 +145,29 @@ func (p *Provider) Mount(root, v1 *mux.Router) {
 
 // Discovery is the OpenID Provider Metadata document.
 type Discovery struct {
-	Issuer                             string   `json:"issuer"`
-	AuthorizationEndpoint              string   `json:"authorization_endpoint"`
-	TokenEndpoint                      string   `json:"token_endpoint"`
-	UserinfoEndpoint                   string   `json:"userinfo_endpoint"`
-	JWKSURI                            string   `json:"jwks_uri"`
-	RevocationEndpoint                 string   `json:"revocation_endpoint"`
-	IntrospectionEndpoint              string   `json:"introspection_endpoint"`
-	EndSessionEndpoint                 string   `json:"end_session_endpoint"`
-	ScopesSupported                    []string `json:"scopes_supported"`
-	ResponseTypesSupported             []string `json:"response_types_supported"`
-	ResponseModesSupported             []string `json:"response_modes_supported"`
-	GrantTypesSupported                []string `json:"grant_types_supported"`
-	SubjectTypesSupported              []string `json:"subject_types_supported"`
-	IDTokenSigningAlgValuesSupported   []string `json:"id_token_signing_alg_values_supported"`
-	TokenEndpointAuthMethodsSupported  []string `json:"token_endpoint_auth_methods_supported"`
-	RevocationEndpointAuthMethods      []string `json:"revocation_endpoint_auth_methods_supported"`
-	IntrospectionEndpointAuthMethods   []string `json:"introspection_endpoint_auth_methods_supported"`
-	CodeChallengeMethodsSupported      []string `json:"code_challenge_methods_supported"`
-	ClaimsSupported                    []string `json:"claims_supported"`
-	PromptValuesSupported              []string `json:"prompt_values_supported"`
-	AuthorizationResponseISSSupported  bool     `json:"authorization_response_iss_parameter_supported"`
-	RequestParameterSupported          bool     `json:"request_parameter_supported"`
-	ClaimsParameterSupported           bool     `json:"claims_parameter_supported"`
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	UserinfoEndpoint                  string   `json:"userinfo_endpoint"`
+	JWKSURI                           string   `json:"jwks_uri"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
+	EndSessionEndpoint                string   `json:"end_session_endpoint"`
+	ScopesSupported                   []string `json:"scopes_supported"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	ResponseModesSupported            []string `json:"response_modes_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	SubjectTypesSupported             []string `json:"subject_types_supported"`
+	IDTokenSigningAlgValuesSupported  []string `json:"id_token_signing_alg_values_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	RevocationEndpointAuthMethods     []string `json:"revocation_endpoint_auth_methods_supported"`
+	IntrospectionEndpointAuthMethods  []string `json:"introspection_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	ClaimsSupported                   []string `json:"claims_supported"`
+	PromptValuesSupported             []string `json:"prompt_values_supported"`
+	AuthorizationResponseISSSupported bool     `json:"authorization_response_iss_parameter_supported"`
+	RequestParameterSupported         bool     `json:"request_parameter_supported"`
+	ClaimsParameterSupported          bool     `json:"claims_parameter_supported"`
 }
 
 var authMethods = []string{"client_secret_basic", "client_secret_post", "none"}

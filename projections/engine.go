@@ -238,8 +238,21 @@ func (e *Engine) isFailed(name string) bool {
 	return e.failed[name]
 }
 
-// Ready reports an error when a projector has failed, on this instance or any other.
+// Ready reports an error until this instance's router runs, and when a projector has failed,
+// on this instance or any other. (With several instances each projector runs in one of them;
+// the others stand by for its lock, which is ready too.)
 func (e *Engine) Ready(ctx context.Context) error {
+	e.mu.Lock()
+	r := e.router
+	e.mu.Unlock()
+	if r == nil {
+		return errors.New("projections are not running")
+	}
+	select {
+	case <-r.Running():
+	default:
+		return errors.New("projections are starting")
+	}
 	rows, err := e.pool.Query(ctx, `SELECT name, error FROM projection_checkpoints WHERE error IS NOT NULL ORDER BY name`)
 	if err != nil {
 		return fmt.Errorf("read projector state: %w", err)
