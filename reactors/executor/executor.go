@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/feed"
 	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
@@ -98,9 +99,9 @@ func orDefault(d, def time.Duration) time.Duration {
 func (e *Executor) Run(ctx context.Context) error {
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
-	feed, err := e.subscribe(ctx)
+	submits, err := feed.Open(ctx, e.store, eventstore.Filter{Types: []string{execution.Submitted{}.EventType()}}, e.log)
 	if err != nil {
-		return err
+		return fmt.Errorf("executor: %w", err)
 	}
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
@@ -108,48 +109,15 @@ func (e *Executor) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-		case ev, ok := <-feed.Events():
-			if !ok {
-				feed = e.resubscribe(ctx, feed)
-				continue
+		case ev, ok := <-submits:
+			if ok {
+				e.dispatch(ctx, runCtx, ev.Stream[len(execution.Category)+1:])
 			}
-			e.dispatch(ctx, runCtx, ev.Stream[len(execution.Category)+1:])
 		case <-sweep.C:
 			e.sweep(ctx, runCtx)
 		}
 	}
-	feed.Close()
 	return e.drain(cancelRuns)
-}
-
-func (e *Executor) subscribe(ctx context.Context) (eventstore.Subscription, error) {
-	head, err := e.store.HeadPosition(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("executor: head position: %w", err)
-	}
-	sub, err := e.store.Subscribe(ctx, head, eventstore.Filter{Types: []string{execution.Submitted{}.EventType()}})
-	if err != nil {
-		return nil, fmt.Errorf("executor: subscribe: %w", err)
-	}
-	return sub, nil
-}
-
-// resubscribe replaces a feed that ended; what was missed in between the sweep finds.
-func (e *Executor) resubscribe(ctx context.Context, old eventstore.Subscription) eventstore.Subscription {
-	if err := old.Err(); err != nil && ctx.Err() == nil {
-		e.log.WithError(err).Warn("submit feed ended; resubscribing")
-	}
-	old.Close()
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(backoff*2, 5*time.Second) {
-		if sub, err := e.subscribe(ctx); err == nil {
-			return sub
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-	}
-	return closedSubscription{}
 }
 
 func (e *Executor) drain(cancelRuns context.CancelFunc) error {
@@ -270,13 +238,3 @@ func sleepUntil(ctx context.Context, now, at time.Time) bool {
 		return true
 	}
 }
-
-type closedSubscription struct{}
-
-func (closedSubscription) Events() <-chan eventstore.RecordedEvent {
-	c := make(chan eventstore.RecordedEvent)
-	close(c)
-	return c
-}
-func (closedSubscription) Err() error { return nil }
-func (closedSubscription) Close()     {}

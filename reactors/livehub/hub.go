@@ -9,7 +9,6 @@ package livehub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/reactors/feed"
 )
 
 // Hub delivers change notices per stream.
@@ -96,69 +96,19 @@ func (h *Hub) notify(stream string) {
 	}
 }
 
-// notifyAll wakes every watcher: after a gap in the feed, any stream may have changed.
-func (h *Hub) notifyAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, set := range h.watchers {
-		for w := range set {
-			select {
-			case w.c <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
 // Start subscribes from the head of the log before returning, so every append after Start
-// returns reaches the watchers; then it feeds them until ctx ends, resubscribing after errors.
+// returns reaches the watchers; then it feeds them until ctx ends.
 func (h *Hub) Start(ctx context.Context) error {
-	head, err := h.store.HeadPosition(ctx)
+	events, err := feed.Open(ctx, h.store, h.filter, h.log)
 	if err != nil {
-		return fmt.Errorf("live hub: head position: %w", err)
+		return fmt.Errorf("live hub: %w", err)
 	}
-	sub, err := h.store.Subscribe(ctx, head, h.filter)
-	if err != nil {
-		return fmt.Errorf("live hub: subscribe: %w", err)
-	}
-	go h.run(ctx, sub, head)
+	go func() {
+		for ev := range events {
+			h.notify(ev.Stream)
+		}
+	}()
 	return nil
-}
-
-func (h *Hub) run(ctx context.Context, sub eventstore.Subscription, pos eventstore.Position) {
-	backoff := 100 * time.Millisecond
-	for {
-		pos = h.feed(sub, pos)
-		sub.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		if err := sub.Err(); err != nil && !errors.Is(err, context.Canceled) {
-			h.log.WithError(err).Warn("live subscription ended; resubscribing")
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			var err error
-			if sub, err = h.store.Subscribe(ctx, pos, h.filter); err == nil {
-				break
-			}
-			backoff = min(backoff*2, 5*time.Second)
-		}
-		h.notifyAll()
-		backoff = 100 * time.Millisecond
-	}
-}
-
-func (h *Hub) feed(sub eventstore.Subscription, pos eventstore.Position) eventstore.Position {
-	for ev := range sub.Events() {
-		h.notify(ev.Stream)
-		pos = ev.Position
-	}
-	return pos
 }
 
 // Until waits until done reports true, checking it at once and again on every notice of

@@ -1,0 +1,100 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/client"
+	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/internal/apikeys"
+)
+
+// server runs the service's real SDK authentication in front of handler, for one minted key.
+func server(t *testing.T, handler http.HandlerFunc) (*httptest.Server, apikeys.Minted) {
+	t.Helper()
+	m, err := apikeys.Mint(uuid.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := apikeys.ParsePublicKey(m.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: func(ctx context.Context, id string) (httpapi.SDKKey, error) {
+		return httpapi.SDKKey{ID: m.ID, WorkspaceID: "ws", KeyHash: m.KeyHash, PublicKey: pub}, nil
+	}})
+	srv := httptest.NewServer(auth.Route(1, handler))
+	t.Cleanup(srv.Close)
+	return srv, m
+}
+
+func TestSignedRequestsPassTheServiceAuthentication(t *testing.T) {
+	var bodies []string
+	srv, m := server(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"e1","module":"core.echo","status":"CREATED","completed":false,"output":null,"error":null,"totalUsage":0,"callback":{"headerNames":[]}}`)
+	})
+	c, err := client.New(srv.URL, m.APIKey, m.APISecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Two identical submits in one second: each must be a new signature, not a replay.
+	for range 2 {
+		e, err := c.Submit(ctx, client.SubmitRequest{Module: "core.echo", Input: map[string]int{"a": 1}})
+		if err != nil || e.ID != "e1" || e.Status != client.StatusCreated {
+			t.Fatalf("submit: %+v, %v", e, err)
+		}
+	}
+	if _, err := c.GetExecution(ctx, "e1"); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if len(bodies) != 3 || bodies[0] != `{"module":"core.echo","input":{"a":1},"config":{}}` {
+		t.Fatalf("bodies the server received: %q", bodies)
+	}
+}
+
+func TestRetriesHonourRetryAfterAndTypedErrors(t *testing.T) {
+	var calls atomic.Int32
+	srv, m := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			httpapi.WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
+			return
+		}
+		httpapi.WriteError(w, http.StatusPaymentRequired, "insufficient credits")
+	})
+	c, err := client.New(srv.URL, m.APIKey, m.APISecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Submit(context.Background(), client.SubmitRequest{Module: "core.echo"})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusPaymentRequired || apiErr.Name != "Payment Required" ||
+		!strings.Contains(apiErr.Message, "insufficient") || !client.IsStatus(err, 402) {
+		t.Fatalf("err = %#v, want the typed 402 after one retried 429", err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d calls, want the 429 retried once", calls.Load())
+	}
+}
+
+func TestNewRejectsBadCredentials(t *testing.T) {
+	if _, err := client.New("http://x", "ws_x", "not base64!"); err == nil {
+		t.Fatal("a bad secret must be refused")
+	}
+	m, _ := apikeys.Mint(uuid.New(), nil)
+	if _, err := client.New("http://x", "key", m.APISecret); err == nil {
+		t.Fatal("a key without ws_ must be refused")
+	}
+}
