@@ -283,3 +283,5 @@ func (r *rig) form(path string, client registered, v url.Values) (int, map[strin
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+var pageOne = projections.Page{Page: 1, Limit: 20}
