@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,10 +18,14 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
 // DefaultSSEHeartbeat is the interval of :ping comments (SPEC.md 6.2).
 const DefaultSSEHeartbeat = 15 * time.Second
+
+// sseWriteTimeout bounds one write to a stream's client.
+const sseWriteTimeout = 10 * time.Second
 
 // sseRetryMs is the reconnect delay the stream suggests to clients (the SSE retry: field).
 const sseRetryMs = 2000
@@ -110,7 +115,12 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 	name := commands.ExecutionStream(id)
 	// Registered before the state is read: an update that lands in between still wakes us.
 	watch := s.Hub.Watch(name)
-	defer watch.Close()
+	detach := false // set when a goroutine of the stream's own takes the watch over
+	defer func() {
+		if !detach {
+			watch.Close()
+		}
+	}()
 	feed := &executionFeed{store: s.Cmds.Store(), stream: name}
 	changes, err := feed.advance(ctx)
 	if err != nil {
@@ -121,31 +131,102 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "execution "+id+" not found")
 		return
 	}
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetryMs); err != nil {
-		return
-	}
-	if !send(w, rc, resumeFrom(changes, r.Header.Get("Last-Event-ID"))) || feed.state.Status.Terminal() {
-		return
-	}
 	heartbeat := s.Heartbeat
 	if heartbeat <= 0 {
 		heartbeat = DefaultSSEHeartbeat
 	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	first := fmt.Appendf(nil, "retry: %d\n\n", sseRetryMs)
+	first = appendMessages(first, resumeFrom(changes, r.Header.Get("Last-Event-ID")))
+	terminal := feed.state.Status.Terminal()
+	// An HTTP/1 stream takes its connection over: an idle stream is then two small goroutines
+	// (the follower and a reader that notices the client leaving) instead of the server's
+	// connection goroutine, with the stack of the whole request, its background reader and
+	// its buffers (docs/performance.md). HTTP/2 cannot be taken over and is served in place.
+	if !terminal {
+		if conn, ok := hijack(w); ok {
+			h.Set("Connection", "close")
+			head := []byte("HTTP/1.1 200 OK\r\n")
+			var hb strings.Builder
+			_ = h.Write(&hb)
+			head = append(append(append(head, hb.String()...), "\r\n"...), first...)
+			out := connWriter{conn}
+			if out.write(head) != nil {
+				conn.Close()
+				watch.Close()
+				return
+			}
+			fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			gone := make(chan struct{})
+			go func() {
+				defer close(gone)
+				var buf [64]byte
+				for {
+					if _, err := conn.Read(buf[:]); err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer cancel()
+				defer conn.Close()
+				defer watch.Close()
+				follow(fctx, id, feed, watch, heartbeat, gone, out.write)
+			}()
+			detach = true
+			return
+		}
+	}
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	out := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if out(first) != nil || terminal {
+		return
+	}
+	follow(ctx, id, feed, watch, heartbeat, ctx.Done(), out)
+}
+
+// hijack takes the connection of an HTTP/1 request over.
+func hijack(w http.ResponseWriter) (net.Conn, bool) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, false
+	}
+	_ = brw // nothing further is read from the request; its buffers go
+	return conn, true
+}
+
+// connWriter writes to a taken-over connection, each write bounded so that a client that
+// stopped reading cannot hold the stream forever.
+type connWriter struct{ conn net.Conn }
+
+func (c connWriter) write(b []byte) error {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil {
+		return err
+	}
+	_, err := c.conn.Write(b)
+	return err
+}
+
+// follow sends each change of status as it happens, and a :ping every heartbeat, until the
+// execution ends or the client is gone.
+func follow(ctx context.Context, id string, feed *executionFeed, watch *livehub.Watch, heartbeat time.Duration, gone <-chan struct{}, out func([]byte) error) {
 	ping := time.NewTicker(heartbeat)
 	defer ping.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-gone:
 			return
 		case <-ping.C:
-			if _, err := w.Write([]byte(":ping\n\n")); err != nil || rc.Flush() != nil {
+			if out([]byte(":ping\n\n")) != nil {
 				return
 			}
 		case <-watch.C:
@@ -154,7 +235,10 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 				LoggerFrom(ctx).WithError(err).WithField("executionId", id).Warn("execution stream: cannot read updates")
 				return // the client reconnects with Last-Event-ID and loses nothing
 			}
-			if !send(w, rc, changes) || feed.state.Status.Terminal() {
+			if len(changes) > 0 && out(appendMessages(nil, changes)) != nil {
+				return
+			}
+			if feed.state.Status.Terminal() {
 				return
 			}
 		}
@@ -177,19 +261,14 @@ func resumeFrom(changes []statusChange, lastEventID string) []statusChange {
 	return cur
 }
 
-// send writes one message per change and flushes each; false when the client is gone.
-func send(w http.ResponseWriter, rc *http.ResponseController, changes []statusChange) bool {
+// appendMessages appends one SSE message per change.
+func appendMessages(b []byte, changes []statusChange) []byte {
 	for _, c := range changes {
 		data, err := json.Marshal(c.event)
 		if err != nil {
-			return false
+			continue // a StreamEvent always encodes
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", c.revision, data); err != nil {
-			return false
-		}
-		if rc.Flush() != nil {
-			return false
-		}
+		b = fmt.Appendf(b, "id: %d\ndata: %s\n\n", c.revision, data)
 	}
-	return true
+	return b
 }

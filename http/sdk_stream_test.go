@@ -307,7 +307,7 @@ func TestExecutionStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ex.Status != "FAILED" {
-			t.Skipf("core.fail did not fail: %+v", ex)
+			t.Fatalf("core.fail with waitForMs 10000 must answer FAILED: %+v", ex)
 		}
 		_, e := s.open(t, ex.ID, "").event(t)
 		if _, has := e["output"]; has || statusOfEvent(e) != "FAILED" || e["error"] == nil || string(e["error"]) == "null" {

@@ -182,6 +182,19 @@ func (k *KeyRing) EnsureKey(ctx context.Context) error {
 	}
 	// The read model may be behind the log (a fresh rebuild, a first start racing another
 	// process): ask the log before creating a key nobody needs.
+	if err := k.ReloadFromLog(ctx); err != nil {
+		return err
+	}
+	if k.CurrentKID() != "" {
+		return nil
+	}
+	_, err := k.Rotate(ctx)
+	return err
+}
+
+// ReloadFromLog reads every key from the event log rather than the read model: for commands
+// that run without the projections (the CLI) and for a first start.
+func (k *KeyRing) ReloadFromLog(ctx context.Context) error {
 	from := eventstore.Start
 	for {
 		evs, err := k.cmds.Store().ReadAll(ctx, from, 1000, eventstore.Filter{Types: []string{signingkey.Created{}.EventType()}})
@@ -202,11 +215,7 @@ func (k *KeyRing) EnsureKey(ctx context.Context) error {
 		}
 		from = evs[len(evs)-1].Position
 	}
-	if k.CurrentKID() != "" {
-		return nil
-	}
-	_, err := k.Rotate(ctx)
-	return err
+	return nil
 }
 
 // Sign signs claims with the current key, naming it in the kid header.

@@ -254,8 +254,6 @@ func TestRevocationAndRevert(t *testing.T) {
 	if st != 200 || intro["active"] != true || intro["workspace_id"] != ws {
 		t.Fatalf("introspect: %d %v", st, intro)
 	}
-	azID := strings.SplitN(intro["jti"].(string), ".", 2)[0]
-	_ = azID
 	r.env.CaughtUp(t, "authorizations")
 	list, _, err := r.queries.AuthorizationsOfWorkspace(ctx, ws, pageOne)
 	if err != nil || len(list) != 1 || list[0].ClientID != c.ClientID || list[0].UserEmail != owner.Email {

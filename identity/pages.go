@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,7 @@ type pages struct{ t *template.Template }
 func loadPages() (*pages, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
 		"join": strings.Join,
+		"has":  slices.Contains[[]string],
 	}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, wrapf("identity templates", err)

@@ -139,7 +139,7 @@ func (p *Provider) Mount(root, v1 *mux.Router) {
 	root.HandleFunc("/logout", p.logoutPage).Methods(http.MethodGet)
 	root.HandleFunc("/logout", p.logoutSubmit).Methods(http.MethodPost)
 	root.Handle("/static/{file}", staticHandler()).Methods(http.MethodGet, http.MethodHead)
-	p.mountDashboard(root)
+	p.mountDashboard(root, v1)
 	v1.HandleFunc("/auth/login", p.apiLogin).Methods(http.MethodPost)
 }
 

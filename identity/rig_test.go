@@ -37,7 +37,7 @@ func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // rig is the whole service's identity side over a real database and a real HTTP server.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	env     *testenv.Env
 	cmds    *commands.Handler
 	clock   *clock
@@ -45,15 +45,27 @@ type rig struct {
 	srv     *httptest.Server
 	issuer  string
 	queries *projections.Queries
+	sealKey []byte
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigTB(t) }
+
+func newRigTB(t testing.TB) *rig {
 	t.Helper()
-	env := testenv.New(t)
-	clk := &clock{}
-	cmds := commands.New(env.Store, commands.WithClock(clk.Now))
 	key := make([]byte, seal.KeySize)
 	_, _ = rand.Read(key)
+	return startRig(t, testenv.New(t), &clock{}, key, "")
+}
+
+// newRigOn starts a second process of the same service: same database and secret key, its own
+// command handler, key ring and HTTP server.
+func newRigOn(t testing.TB, first *rig) *rig {
+	return startRig(t, first.env, first.clock, first.sealKey, first.issuer)
+}
+
+func startRig(t testing.TB, env *testenv.Env, clk *clock, key []byte, issuer string) *rig {
+	t.Helper()
+	cmds := commands.New(env.Store, commands.WithClock(clk.Now))
 	sealer, err := seal.New(key)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +73,10 @@ func newRig(t *testing.T) *rig {
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-	idp, err := identity.New(identity.Options{Issuer: srv.URL, Cmds: cmds, Queries: env.Queries, Sealer: sealer, Now: clk.Now})
+	if issuer == "" {
+		issuer = srv.URL
+	}
+	idp, err := identity.New(identity.Options{Issuer: issuer, Cmds: cmds, Queries: env.Queries, Sealer: sealer, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +87,7 @@ func newRig(t *testing.T) *rig {
 	idp.Mount(s.Router, s.V1)
 	(&httpapi.Workspaces{Cmds: cmds, Queries: env.Queries, Auth: idp}).Mount(s.V1)
 	handler = s.Handler()
-	return &rig{t: t, env: env, cmds: cmds, clock: clk, idp: idp, srv: srv, issuer: srv.URL, queries: env.Queries}
+	return &rig{t: t, env: env, cmds: cmds, clock: clk, idp: idp, srv: srv, issuer: issuer, queries: env.Queries, sealKey: key}
 }
 
 const testPassword = "correct-horse-battery"
@@ -139,7 +154,7 @@ func (r *rig) app(owner account, scopes ...string) registered {
 // browser is an HTTP client with a cookie jar that does not follow redirects, so each step of
 // the flow is visible.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	c      *http.Client
 	base   string
 	signed bool
@@ -285,3 +300,5 @@ func (r *rig) form(path string, client registered, v url.Values) (int, map[strin
 }
 
 var pageOne = projections.Page{Page: 1, Limit: 20}
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

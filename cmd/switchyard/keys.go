@@ -39,7 +39,7 @@ func newKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := p.Keys().Reload(cmd.Context()); err != nil {
+			if err := p.Keys().ReloadFromLog(cmd.Context()); err != nil {
 				return err
 			}
 			previous := p.Keys().CurrentKID()

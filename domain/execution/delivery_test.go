@@ -44,7 +44,9 @@ func TestWebhookDeliveryRound(t *testing.T) {
 	}
 	updated := s.UpdatedAt
 	now := t0.Add(2 * time.Second)
-	s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideWebhookStart(s, "w1", time.Minute, now) })
+	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w1", time.Minute, now)
+	})
 	if s.Delivery.AttemptCount != 1 || s.WebhookDue(now) || !s.UpdatedAt.Equal(updated) {
 		t.Fatalf("after claiming: %+v updatedAt %v", s.Delivery, s.UpdatedAt)
 	}
@@ -59,9 +61,13 @@ func TestWebhookDeliveryRound(t *testing.T) {
 	}
 	// The lease of attempt 2 runs out without an outcome: attempt 2 is claimed again.
 	now = now.Add(5 * time.Second)
-	s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideWebhookStart(s, "w1", time.Minute, now) })
+	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w1", time.Minute, now)
+	})
 	now = now.Add(time.Minute)
-	s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideWebhookStart(s, "w2", time.Minute, now) })
+	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w2", time.Minute, now)
+	})
 	if s.Delivery.AttemptCount != 2 || s.Delivery.Worker != "w2" {
 		t.Fatalf("a takeover keeps the attempt number: %+v", s.Delivery)
 	}
@@ -80,7 +86,9 @@ func TestWebhookDeliveryRound(t *testing.T) {
 	if ev, _ := execution.DecideReplay(s, now); len(ev) != 0 {
 		t.Fatalf("a replay while one is pending queued %v", ev)
 	}
-	s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideWebhookStart(s, "w1", time.Minute, now) })
+	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w1", time.Minute, now)
+	})
 	if s.Delivery.AttemptCount != 3 {
 		t.Fatalf("replay attempt number %d, want 3", s.Delivery.AttemptCount)
 	}
@@ -108,7 +116,9 @@ func TestWebhookAttemptsBoundTheRound(t *testing.T) {
 
 func TestWebhookGoneStops(t *testing.T) {
 	s := fold(withCallback(3), started(1, "x", t0), completed(t0))
-	s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideWebhookStart(s, "w", time.Minute, t0) })
+	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w", time.Minute, t0)
+	})
 	s = step(t, s, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideWebhookOutcome(s, "w", 1, execution.WebhookOutcome{StatusCode: 410, Stop: true}, t0)
 	})

@@ -42,7 +42,7 @@ type receiver struct {
 	answer func(n int, w http.ResponseWriter)
 }
 
-func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter)) *receiver {
+func newReceiver(t testing.TB, answer func(n int, w http.ResponseWriter)) *receiver {
 	rc := &receiver{answer: answer}
 	rc.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -78,7 +78,7 @@ type fixture struct {
 	sealer *seal.Sealer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	key, err := seal.GenerateKey()
 	if err != nil {
@@ -109,7 +109,7 @@ func (f *fixture) start(t *testing.T, rc *receiver, worker string, allowPrivate 
 }
 
 // finished submits an execution with the callback and completes it.
-func (f *fixture) finished(t *testing.T, callbackURL, secret string, headers map[string]string, attempts int) string {
+func (f *fixture) finished(t testing.TB, callbackURL, secret string, headers map[string]string, attempts int) string {
 	t.Helper()
 	ctx := context.Background()
 	cb := execution.Callback{URL: callbackURL}
