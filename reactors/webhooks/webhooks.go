@@ -43,6 +43,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules/netguard"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/feed"
 	"github.com/switchyard/switchyard/seal"
 )
 
@@ -173,9 +174,10 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // Run delivers until ctx ends, then waits for the requests in flight (each bounded by Timeout).
 func (d *Dispatcher) Run(ctx context.Context) error {
-	feed, err := d.subscribe(ctx)
+	terminals, err := feed.Open(ctx, d.store, eventstore.Filter{Types: []string{
+		execution.Completed{}.EventType(), execution.Failed{}.EventType(), execution.WebhookReplayRequested{}.EventType()}}, d.log)
 	if err != nil {
-		return err
+		return fmt.Errorf("webhooks: %w", err)
 	}
 	sweep := time.NewTicker(d.opts.SweepInterval)
 	defer sweep.Stop()
@@ -183,17 +185,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-		case ev, ok := <-feed.Events():
-			if !ok {
-				feed = d.resubscribe(ctx, feed)
-				continue
+		case ev, ok := <-terminals:
+			if ok {
+				d.dispatch(ctx, strings.TrimPrefix(ev.Stream, execution.Category+"-"))
 			}
-			d.dispatch(ctx, strings.TrimPrefix(ev.Stream, execution.Category+"-"))
 		case <-sweep.C:
 			d.sweep(ctx)
 		}
 	}
-	feed.Close()
 	d.mu.Lock()
 	d.stopped = true
 	for id, t := range d.timers {
@@ -203,37 +202,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Unlock()
 	d.wg.Wait()
 	return nil
-}
-
-func (d *Dispatcher) subscribe(ctx context.Context) (eventstore.Subscription, error) {
-	head, err := d.store.HeadPosition(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: head position: %w", err)
-	}
-	sub, err := d.store.Subscribe(ctx, head, eventstore.Filter{Types: []string{
-		execution.Completed{}.EventType(), execution.Failed{}.EventType(), execution.WebhookReplayRequested{}.EventType()}})
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: subscribe: %w", err)
-	}
-	return sub, nil
-}
-
-// resubscribe replaces a feed that ended; what was missed in between the sweep finds.
-func (d *Dispatcher) resubscribe(ctx context.Context, old eventstore.Subscription) eventstore.Subscription {
-	if err := old.Err(); err != nil && ctx.Err() == nil {
-		d.log.WithError(err).Warn("terminal feed ended; resubscribing")
-	}
-	old.Close()
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(backoff*2, 5*time.Second) {
-		if sub, err := d.subscribe(ctx); err == nil {
-			return sub
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-	}
-	return closedSubscription{}
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {
@@ -495,13 +463,3 @@ func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }
-
-type closedSubscription struct{}
-
-func (closedSubscription) Events() <-chan eventstore.RecordedEvent {
-	c := make(chan eventstore.RecordedEvent)
-	close(c)
-	return c
-}
-func (closedSubscription) Err() error { return nil }
-func (closedSubscription) Close()     {}
