@@ -93,7 +93,7 @@ func benchClient() *http.Client {
 func BenchmarkTokenEndpointRefresh(b *testing.B) {
 	br := newBenchRig(b)
 	hc := benchClient()
-	b.SetParallelism(8)
+	b.SetParallelism(benchParallelism)
 	var failed atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -130,7 +130,7 @@ func BenchmarkTokenEndpointCode(b *testing.B) {
 		codes <- pair{c, v}
 	}
 	close(codes)
-	b.SetParallelism(8)
+	b.SetParallelism(benchParallelism)
 	var failed atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -146,3 +146,6 @@ func BenchmarkTokenEndpointCode(b *testing.B) {
 		b.Fatalf("%d exchanges failed", failed.Load())
 	}
 }
+
+// benchParallelism goroutines per CPU keep both cores busy while requests wait on PostgreSQL.
+const benchParallelism = 16
