@@ -32,17 +32,14 @@ func newUserCreateCmd() *cobra.Command {
 		Short: "Register a user (password hashed with argon2id)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			id, err := a.cmds.RegisterUser(cmd.Context(), commands.RegisterUser{Email: email, Password: password, Name: name, Staff: staff})
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"userId": id, "email": email, "staff": staff},
-				fmt.Sprintf("created user %s (%s)", id, email))
+			return withApp(cmd.Context(), func(a *app) error {
+				id, err := a.cmds.RegisterUser(cmd.Context(), commands.RegisterUser{Email: email, Password: password, Name: name, Staff: staff})
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"userId": id, "email": email, "staff": staff},
+					fmt.Sprintf("created user %s (%s)", id, email))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&email, "email", "", "sign-in email (required)")
@@ -63,17 +60,14 @@ func newWorkspaceCreateCmd() *cobra.Command {
 		Short: "Create a workspace owned by an existing user",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			id, err := a.cmds.CreateWorkspace(cmd.Context(), name, owner)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": id, "name": name, "owner": owner},
-				fmt.Sprintf("created workspace %s (%s), owner %s", id, name, owner))
+			return withApp(cmd.Context(), func(a *app) error {
+				id, err := a.cmds.CreateWorkspace(cmd.Context(), name, owner)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": id, "name": name, "owner": owner},
+					fmt.Sprintf("created workspace %s (%s), owner %s", id, name, owner))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "workspace name (required)")
@@ -92,16 +86,13 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 		Short: "Give a user a role in a workspace",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			if err := a.cmds.AddMember(cmd.Context(), workspaceID, email, role); err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "role": role},
-				fmt.Sprintf("%s is %s of %s", email, role, workspaceID))
+			return withApp(cmd.Context(), func(a *app) error {
+				if err := a.cmds.AddMember(cmd.Context(), workspaceID, email, role); err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "role": role},
+					fmt.Sprintf("%s is %s of %s", email, role, workspaceID))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")

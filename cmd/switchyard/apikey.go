@@ -43,18 +43,15 @@ func newAPIKeyCreateCmd() *cobra.Command {
 				}
 				expires = &t
 			}
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			m, err := a.cmds.CreateAPIKey(cmd.Context(), commands.CreateAPIKey{WorkspaceID: workspaceID, Label: label,
-				AllowedWorkflowIDs: allowed, ExpiresAt: expires})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), secretWarning)
-			return printResult(cmd.OutOrStdout(), asJSON, m, mintedLines(workspaceID, m)...)
+			return withApp(cmd.Context(), func(a *app) error {
+				m, err := a.cmds.CreateAPIKey(cmd.Context(), commands.CreateAPIKey{WorkspaceID: workspaceID, Label: label,
+					AllowedWorkflowIDs: allowed, ExpiresAt: expires})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), secretWarning)
+				return printResult(cmd.OutOrStdout(), asJSON, m, mintedLines(workspaceID, m)...)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
@@ -93,21 +90,18 @@ func newAPIKeyRevokeCmd() *cobra.Command {
 		Short: "Revoke an API key (every instance refuses it within 5 seconds); revoking twice is harmless",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			if err := a.cmds.RevokeAPIKeyWithReason(cmd.Context(), id, reason); err != nil {
-				return err
-			}
-			k, err := a.cmds.APIKey(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON,
-				map[string]any{"id": k.ID, "workspaceId": k.WorkspaceID, "revoked": true, "revokedAt": k.RevokedAt},
-				fmt.Sprintf("revoked API key %s of workspace %s", k.ID, k.WorkspaceID))
+			return withApp(cmd.Context(), func(a *app) error {
+				if err := a.cmds.RevokeAPIKeyWithReason(cmd.Context(), id, reason); err != nil {
+					return err
+				}
+				k, err := a.cmds.APIKey(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON,
+					map[string]any{"id": k.ID, "workspaceId": k.WorkspaceID, "revoked": true, "revokedAt": k.RevokedAt},
+					fmt.Sprintf("revoked API key %s of workspace %s", k.ID, k.WorkspaceID))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "key id (required)")

@@ -145,3 +145,13 @@ func (a *app) Close() {
 	}
 	a.pool.Close()
 }
+
+// withApp opens the app for one command, runs fn and closes it.
+func withApp(ctx context.Context, fn func(*app) error) error {
+	a, err := openApp(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return fn(a)
+}

@@ -27,43 +27,40 @@ func newAppCreateCmd() *cobra.Command {
 		Short: "Register an OAuth app, issue its client secret, and optionally approve it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-			u, err := a.cmds.UserByEmail(ctx, owner)
-			if err != nil {
-				return fmt.Errorf("--owner: %w", err)
-			}
-			id, err := a.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
-				Metadata: oauthapp.Metadata{Name: name, Description: description, LogoURL: logo, RedirectURIs: redirects, Scopes: scopes}})
-			if err != nil {
-				return err
-			}
-			secret := ""
-			if !public {
-				if secret, err = a.cmds.IssueAppSecret(ctx, id); err != nil {
+			return withApp(cmd.Context(), func(a *app) error {
+				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
+				u, err := a.cmds.UserByEmail(ctx, owner)
+				if err != nil {
+					return fmt.Errorf("--owner: %w", err)
+				}
+				id, err := a.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
+					Metadata: oauthapp.Metadata{Name: name, Description: description, LogoURL: logo, RedirectURIs: redirects, Scopes: scopes}})
+				if err != nil {
 					return err
 				}
-			}
-			status := oauthapp.StatusDraft
-			if approve {
-				if err := a.cmds.SubmitApp(ctx, id); err != nil {
-					return err
+				secret := ""
+				if !public {
+					if secret, err = a.cmds.IssueAppSecret(ctx, id); err != nil {
+						return err
+					}
 				}
-				if err := a.cmds.ApproveApp(ctx, id, cliReviewer); err != nil {
-					return err
+				status := oauthapp.StatusDraft
+				if approve {
+					if err := a.cmds.SubmitApp(ctx, id); err != nil {
+						return err
+					}
+					if err := a.cmds.ApproveApp(ctx, id, cliReviewer); err != nil {
+						return err
+					}
+					status = oauthapp.StatusApproved
 				}
-				status = oauthapp.StatusApproved
-			}
-			out := map[string]any{"clientId": id, "clientSecret": secret}
-			text := fmt.Sprintf("app %s (%s), client id %s", name, status, id)
-			if secret != "" {
-				text += "\nclient secret (shown once): " + secret
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, out, text)
+				out := map[string]any{"clientId": id, "clientSecret": secret}
+				text := fmt.Sprintf("app %s (%s), client id %s", name, status, id)
+				if secret != "" {
+					text += "\nclient secret (shown once): " + secret
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, out, text)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -90,26 +87,24 @@ func newAppReviewCmd(action string) *cobra.Command {
 		Short: map[string]string{"approve": "Approve a submitted app (metadata is then locked)", "revert": "Send an app back to draft: its secret stops working, the OAuth flow is disabled"}[action],
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-			if action == "approve" {
-				err = a.cmds.ApproveApp(ctx, clientID, cliReviewer)
-			} else {
-				err = a.cmds.RevertApp(ctx, clientID, cliReviewer, reason)
-			}
-			if err != nil {
-				return err
-			}
-			s, err := a.cmds.App(ctx, clientID)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"clientId": s.ClientID, "status": s.Status},
-				fmt.Sprintf("app %s is %s", s.ClientID, s.Status))
+			return withApp(cmd.Context(), func(a *app) error {
+				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
+				var err error
+				if action == "approve" {
+					err = a.cmds.ApproveApp(ctx, clientID, cliReviewer)
+				} else {
+					err = a.cmds.RevertApp(ctx, clientID, cliReviewer, reason)
+				}
+				if err != nil {
+					return err
+				}
+				s, err := a.cmds.App(ctx, clientID)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"clientId": s.ClientID, "status": s.Status},
+					fmt.Sprintf("app %s is %s", s.ClientID, s.Status))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&clientID, "client-id", "", "the app's client id (required)")

@@ -26,33 +26,30 @@ func newBillingAuditCmd() *cobra.Command {
 		Short: "Fold a workspace's billing stream and compare it with the read models; non-zero exit on any difference",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			ws := args[0]
-			if _, err := a.cmds.Workspace(cmd.Context(), ws); err != nil {
-				return err
-			}
-			rep, err := projections.AuditBilling(cmd.Context(), a.store, a.queries, ws, func(last eventstore.Position) {
-				a.waitForProjector(cmd.Context(), projections.Billing{}.Name(), last, wait)
+			return withApp(cmd.Context(), func(a *app) error {
+				ws := args[0]
+				if _, err := a.cmds.Workspace(cmd.Context(), ws); err != nil {
+					return err
+				}
+				rep, err := projections.AuditBilling(cmd.Context(), a.store, a.queries, ws, func(last eventstore.Position) {
+					a.waitForProjector(cmd.Context(), projections.Billing{}.Name(), last, wait)
+				})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					err = printJSON(cmd.OutOrStdout(), rep)
+				} else {
+					err = printAudit(cmd.OutOrStdout(), rep)
+				}
+				if err != nil {
+					return err
+				}
+				if !rep.Clean() {
+					return &exitError{code: 2}
+				}
+				return nil
 			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				err = printJSON(cmd.OutOrStdout(), rep)
-			} else {
-				err = printAudit(cmd.OutOrStdout(), rep)
-			}
-			if err != nil {
-				return err
-			}
-			if !rep.Clean() {
-				return &exitError{code: 2}
-			}
-			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -30,25 +30,22 @@ func newKeysCmd() *cobra.Command {
 		Short: "Add a new signing key; new tokens use it, older keys stay published until their tokens expire",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			p, err := identity.New(identity.Options{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log})
-			if err != nil {
-				return err
-			}
-			if err := p.Keys().ReloadFromLog(cmd.Context()); err != nil {
-				return err
-			}
-			previous := p.Keys().CurrentKID()
-			kid, err := p.Keys().Rotate(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"kid": kid, "previousKid": previous},
-				fmt.Sprintf("new signing key %s (previous %s stays published until its tokens expire)", kid, previous))
+			return withApp(cmd.Context(), func(a *app) error {
+				p, err := identity.New(identity.Options{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log})
+				if err != nil {
+					return err
+				}
+				if err := p.Keys().ReloadFromLog(cmd.Context()); err != nil {
+					return err
+				}
+				previous := p.Keys().CurrentKID()
+				kid, err := p.Keys().Rotate(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"kid": kid, "previousKid": previous},
+					fmt.Sprintf("new signing key %s (previous %s stays published until its tokens expire)", kid, previous))
+			})
 		},
 	}
 	rotate.Flags().BoolVar(&asJSON, "json", false, "print JSON")

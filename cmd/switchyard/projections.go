@@ -22,34 +22,31 @@ func newProjectionsStatusCmd() *cobra.Command {
 		Short: "Show each projector's position, events applied and lag",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			st, err := a.engine.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "PROJECTOR\tPOSITION\tAPPLIED\tLAG\tLAST EVENT\tSTATE")
-			for _, s := range st {
-				last, state, lag := "-", "ok", fmt.Sprint(s.Lag)
-				if s.LastEventAt != nil {
-					last = s.LastEventAt.UTC().Format(time.RFC3339)
+			return withApp(cmd.Context(), func(a *app) error {
+				st, err := a.engine.Status(cmd.Context())
+				if err != nil {
+					return err
 				}
-				if s.LagCapped {
-					lag = ">" + lag
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), st)
 				}
-				if s.Error != "" {
-					state = "FAILED: " + s.Error
+				tw := newTable(cmd.OutOrStdout())
+				fmt.Fprintln(tw, "PROJECTOR\tPOSITION\tAPPLIED\tLAG\tLAST EVENT\tSTATE")
+				for _, s := range st {
+					last, state, lag := "-", "ok", fmt.Sprint(s.Lag)
+					if s.LastEventAt != nil {
+						last = s.LastEventAt.UTC().Format(time.RFC3339)
+					}
+					if s.LagCapped {
+						lag = ">" + lag
+					}
+					if s.Error != "" {
+						state = "FAILED: " + s.Error
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.PositionText, s.EventsApplied, lag, last, state)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.PositionText, s.EventsApplied, lag, last, state)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
