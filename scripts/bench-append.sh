@@ -16,40 +16,18 @@ export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-
 export DATABASE_URL="${DATABASE_URL:-postgres://${PGUSER}@${PGHOST}:${PGPORT}/postgres?sslmode=disable}"
 DURATION="${DURATION:-10}"
 CLIENTS="${CLIENTS:-16 64}"
-PGBENCH="${PGBENCH:-$(command -v pgbench || echo /usr/bin/pgbench)}"
 SCRATCH_DB="sw_bench_append_$$"
 
 cd "$(dirname "$0")/.."
 
 work="$(mktemp -d)"
-cleanup() {
-	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${SCRATCH_DB} WITH (FORCE)" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-psql -X -q -d postgres -c "CREATE DATABASE ${SCRATCH_DB}"
-# The same shape of row the event store writes, minus what only the store needs
-# (revision, category, tx_id and the per-stream lock row).
-psql -X -q -d "$SCRATCH_DB" -c "
-CREATE TABLE bench_events (
-    position   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    stream     text        NOT NULL,
-    event_id   uuid        NOT NULL UNIQUE,
-    type       text        NOT NULL,
-    data       jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-)"
-cat >"$work/insert.sql" <<'SQL'
-\set s random(0, 9999)
-INSERT INTO bench_events (stream, event_id, type, data) VALUES ('bench-' || :s, gen_random_uuid(), 'Benchmarked', '{"n": 1, "s": "data"}');
-SQL
+# shellcheck source=scripts/pgbench-ceiling.sh
+source scripts/pgbench-ceiling.sh
 
 printf '\n%-8s %14s %14s %8s\n' clients pgbench_tps appends_per_s ratio
 results=()
 for c in $CLIENTS; do
-	tps="$("$PGBENCH" -n -M prepared -c "$c" -j 2 -T "$DURATION" -f "$work/insert.sql" "$SCRATCH_DB" 2>/dev/null |
-		awk '/^tps = / { print $3; exit }')"
+	tps="$(pgbench_tps "$c" "$DURATION")"
 	go test ./eventstore/postgres -run '^$' -bench "^BenchmarkAppend\$/^c${c}\$" -benchtime "${DURATION}s" -count 1 >"$work/go-$c.txt" 2>&1 || {
 		cat "$work/go-$c.txt" >&2
 		exit 1

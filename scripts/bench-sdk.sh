@@ -16,34 +16,15 @@ DURATION="${DURATION:-10}"
 CLIENTS="${CLIENTS:-32}"
 RATE="${RATE:-200}"
 TOTAL="${TOTAL:-10000}"
-PGBENCH="${PGBENCH:-$(command -v pgbench || echo /usr/bin/pgbench)}"
 SCRATCH_DB="sw_bench_sdk_$$"
 
 cd "$(dirname "$0")/.."
 
 work="$(mktemp -d)"
-cleanup() {
-	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${SCRATCH_DB} WITH (FORCE)" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/pgbench-ceiling.sh
+source scripts/pgbench-ceiling.sh
 
-psql -X -q -d postgres -c "CREATE DATABASE ${SCRATCH_DB}"
-psql -X -q -d "$SCRATCH_DB" -c "
-CREATE TABLE bench_events (
-    position   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    stream     text        NOT NULL,
-    event_id   uuid        NOT NULL UNIQUE,
-    type       text        NOT NULL,
-    data       jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-)"
-cat >"$work/insert.sql" <<'SQL'
-\set s random(0, 9999)
-INSERT INTO bench_events (stream, event_id, type, data) VALUES ('bench-' || :s, gen_random_uuid(), 'Benchmarked', '{"n": 1, "s": "data"}');
-SQL
-tps="$("$PGBENCH" -n -M prepared -c "$CLIENTS" -j 2 -T "$DURATION" -f "$work/insert.sql" "$SCRATCH_DB" 2>/dev/null |
-	awk '/^tps = / { print $3; exit }')"
+tps="$(pgbench_tps "$CLIENTS" "$DURATION")"
 psql -X -q -d "$SCRATCH_DB" -c "DROP TABLE bench_events"
 
 go build -o "$work/switchyard" ./cmd/switchyard
