@@ -22,6 +22,9 @@ const readBatch = 1000
 type aggregate[S any] struct {
 	zero   S
 	evolve func(S, domain.Event) S
+	// clone, when set, copies a cached state before it is evolved further: for states that
+	// evolve in place (a run's thousands of stages), so the cached copy is never changed.
+	clone func(S) S
 }
 
 // loaded is a folded stream and the revision it was folded to.
@@ -43,9 +46,10 @@ func (l loaded[S]) expected() eventstore.ExpectedRevision {
 func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S]) (loaded[S], error) {
 	cur := loaded[S]{state: agg.zero}
 	var from uint64
+	shared := false // cur.state is the cached one: clone before evolving it
 	if c, ok := h.cache.get(stream); ok {
 		if l, ok := c.(loaded[S]); ok {
-			cur, from = l, l.revision+1
+			cur, from, shared = l, l.revision+1, true
 		}
 	}
 	for {
@@ -55,6 +59,9 @@ func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S
 		}
 		if err != nil {
 			return cur, fmt.Errorf("read %s: %w", stream, err)
+		}
+		if shared && len(events) > 0 && agg.clone != nil {
+			cur.state, shared = agg.clone(cur.state), false
 		}
 		for _, rec := range events {
 			ev, err := domain.Events.Decode(rec.Type, rec.Data)
@@ -71,23 +78,33 @@ func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S
 	}
 	if cur.exists {
 		h.cache.put(stream, cur)
+		if agg.clone != nil {
+			cur.state = agg.clone(cur.state) // the caller may evolve what it gets
+		}
 	}
 	return cur, nil
 }
 
 // execute loads stream, decides, and appends at the revision read, deciding again on conflict.
 func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (Result, error) {
+	_, res, err := executeFold(ctx, h, stream, agg, decide)
+	return res, err
+}
+
+// executeFold is execute that also returns the state after the append (or as read, when the
+// decision was to append nothing). The state is shared with the cache: do not evolve it.
+func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := load(ctx, h, stream, agg)
 		if err != nil {
-			return Result{}, err
+			return agg.zero, Result{}, err
 		}
 		events, err := decide(cur.state)
 		if err != nil {
-			return Result{}, err
+			return agg.zero, Result{}, err
 		}
 		if len(events) == 0 {
-			return Result{Stream: stream, Revision: cur.revision}, nil
+			return cur.state, Result{Stream: stream, Revision: cur.revision}, nil
 		}
 		res, err := appendEvents(ctx, h, stream, cur.expected(), events)
 		if isConflict(err) && attempt < maxConflictRetries {
@@ -95,7 +112,7 @@ func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregat
 			continue
 		}
 		if err != nil {
-			return Result{}, err
+			return agg.zero, Result{}, err
 		}
 		next := cur
 		for _, e := range events {
@@ -103,7 +120,7 @@ func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregat
 		}
 		next.revision, next.exists = res.Revision, true
 		h.cache.put(stream, next)
-		return res, nil
+		return next.state, res, nil
 	}
 }
 

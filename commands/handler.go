@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/modules"
 )
 
 // maxConflictRetries bounds how often a command reloads and decides again after another writer
@@ -23,6 +24,8 @@ type Handler struct {
 	cache *stateCache
 	// balances remembers recent balances for the advisory check of a submit.
 	balances sync.Map
+	// modules validates workflow components and prices their runs.
+	modules *modules.Registry
 }
 
 // Option configures a Handler.
@@ -31,11 +34,18 @@ type Option func(*Handler)
 // WithClock replaces the wall clock, for tests.
 func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
 
+// WithModules sets the module registry workflow definitions are checked against (default:
+// the built-ins with their default options).
+func WithModules(r *modules.Registry) Option { return func(h *Handler) { h.modules = r } }
+
 // New returns a Handler appending to store.
 func New(store eventstore.Store, opts ...Option) *Handler {
 	h := &Handler{store: store, now: time.Now, cache: newStateCache(4096)}
 	for _, o := range opts {
 		o(h)
+	}
+	if h.modules == nil {
+		h.modules = modules.Builtins(modules.BuiltinOptions{})
 	}
 	return h
 }

@@ -40,11 +40,19 @@ type StreamEvent struct {
 	Timestamp time.Time        `json:"timestamp"`
 }
 
-// statusChange is a state the stream reports: where in the execution's stream it was reached
-// (the SSE id) and the event sent for it.
-type statusChange struct {
+// sseMessage is a state a stream reports: where in the entity's stream it was reached (the
+// SSE id) and the JSON sent for it.
+type sseMessage struct {
 	revision uint64
-	event    StreamEvent
+	data     []byte
+}
+
+// sseSource folds an entity's stream for an SSE response.
+type sseSource interface {
+	// advance reads the events after those folded and returns the messages they make.
+	advance(ctx context.Context) ([]sseMessage, error)
+	// terminal reports whether the entity has ended: the stream then closes.
+	terminal() bool
 }
 
 // executionFeed folds an execution's stream incrementally and reports each change of status.
@@ -59,9 +67,11 @@ type executionFeed struct {
 	exists bool
 }
 
+func (f *executionFeed) terminal() bool { return f.state.Status.Terminal() }
+
 // advance reads the events after those folded and returns the changes of status among them.
-func (f *executionFeed) advance(ctx context.Context) ([]statusChange, error) {
-	var out []statusChange
+func (f *executionFeed) advance(ctx context.Context) ([]sseMessage, error) {
+	var out []sseMessage
 	for {
 		recs, err := f.store.ReadStream(ctx, f.stream, f.next, 256)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -79,7 +89,11 @@ func (f *executionFeed) advance(ctx context.Context) ([]statusChange, error) {
 			f.state = f.state.Evolve(ev)
 			f.next, f.exists = rec.Revision+1, f.state.Exists
 			if f.state.Status != before {
-				out = append(out, statusChange{revision: rec.Revision, event: streamEventOf(f.state)})
+				data, err := json.Marshal(streamEventOf(f.state))
+				if err != nil {
+					return nil, fmt.Errorf("encode stream event: %w", err)
+				}
+				out = append(out, sseMessage{revision: rec.Revision, data: data})
 			}
 		}
 		if len(recs) < 256 {
@@ -101,9 +115,7 @@ func streamEventOf(s execution.State) StreamEvent {
 }
 
 // stream serves SPEC.md 4.3: the current state at once, then each change of status until the
-// execution ends, with :ping comments in between. A Last-Event-ID (the id of the last message
-// the client saw) resumes: the changes after it are sent, ending with the current state; the
-// current state is always sent at once on connecting (SPEC.md 6.2).
+// execution ends (serveSSE).
 func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 	caller, _ := CallerFrom(r.Context())
 	id := mux.Vars(r)["executionId"]
@@ -111,27 +123,47 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "execution "+id+" not found")
 		return
 	}
-	ctx := r.Context()
 	name := commands.ExecutionStream(id)
 	// Registered before the state is read: an update that lands in between still wakes us.
 	watch := s.Hub.Watch(name)
+	feed := &executionFeed{store: s.Cmds.Store(), stream: name}
+	changes, err := feed.advance(r.Context())
+	if err == nil && (!feed.exists || feed.state.WorkspaceID != caller.WorkspaceID) {
+		err = fmt.Errorf("execution %s not found: %w", id, domain.ErrNotFound)
+	}
+	if err != nil {
+		watch.Close()
+		WriteDomainError(w, r, err)
+		return
+	}
+	serveSSE(w, r, sseStream{watch: watch, src: feed, first: changes, heartbeat: s.Heartbeat, name: name})
+}
+
+// sseStream is one SSE response: the hub watch of the entity's stream, its source, the
+// messages of its state so far, and the heartbeat interval (DefaultSSEHeartbeat when 0).
+type sseStream struct {
+	watch     *livehub.Watch
+	src       sseSource
+	first     []sseMessage
+	heartbeat time.Duration
+	name      string
+}
+
+// serveSSE sends the current state at once, then each message as it happens, with :ping
+// comments in between, until the entity ends or the client leaves. A Last-Event-ID (the id of
+// the last message the client saw) resumes: the messages after it are sent, ending with the
+// current state; the current state is always sent at once on connecting (SPEC.md 6.2). It owns
+// st.watch and closes it.
+func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
+	ctx := r.Context()
+	watch := st.watch
 	detach := false // set when a goroutine of the stream's own takes the watch over
 	defer func() {
 		if !detach {
 			watch.Close()
 		}
 	}()
-	feed := &executionFeed{store: s.Cmds.Store(), stream: name}
-	changes, err := feed.advance(ctx)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	if !feed.exists || feed.state.WorkspaceID != caller.WorkspaceID {
-		WriteError(w, http.StatusNotFound, "execution "+id+" not found")
-		return
-	}
-	heartbeat := s.Heartbeat
+	heartbeat := st.heartbeat
 	if heartbeat <= 0 {
 		heartbeat = DefaultSSEHeartbeat
 	}
@@ -140,8 +172,8 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	first := fmt.Appendf(nil, "retry: %d\n\n", sseRetryMs)
-	first = appendMessages(first, resumeFrom(changes, r.Header.Get("Last-Event-ID")))
-	terminal := feed.state.Status.Terminal()
+	first = appendMessages(first, resumeFrom(st.first, r.Header.Get("Last-Event-ID")))
+	terminal := st.src.terminal()
 	// An HTTP/1 stream takes its connection over: an idle stream is then two small goroutines
 	// (the follower and a reader that notices the client leaving) instead of the server's
 	// connection goroutine, with the stack of the whole request, its background reader and
@@ -174,7 +206,7 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 				defer cancel()
 				defer conn.Close()
 				defer watch.Close()
-				follow(fctx, id, feed, watch, heartbeat, gone, out.write)
+				follow(fctx, st.name, st.src, watch, heartbeat, gone, out.write)
 			}()
 			detach = true
 			return
@@ -191,7 +223,7 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 	if out(first) != nil || terminal {
 		return
 	}
-	follow(ctx, id, feed, watch, heartbeat, ctx.Done(), out)
+	follow(ctx, st.name, st.src, watch, heartbeat, ctx.Done(), out)
 }
 
 // hijack takes the connection of an HTTP/1 request over.
@@ -216,9 +248,9 @@ func (c connWriter) write(b []byte) error {
 	return err
 }
 
-// follow sends each change of status as it happens, and a :ping every heartbeat, until the
-// execution ends or the client is gone.
-func follow(ctx context.Context, id string, feed *executionFeed, watch *livehub.Watch, heartbeat time.Duration, gone <-chan struct{}, out func([]byte) error) {
+// follow sends each message as it happens, and a :ping every heartbeat, until the entity ends
+// or the client is gone.
+func follow(ctx context.Context, name string, feed sseSource, watch *livehub.Watch, heartbeat time.Duration, gone <-chan struct{}, out func([]byte) error) {
 	ping := time.NewTicker(heartbeat)
 	defer ping.Stop()
 	for {
@@ -232,13 +264,13 @@ func follow(ctx context.Context, id string, feed *executionFeed, watch *livehub.
 		case <-watch.C:
 			changes, err := feed.advance(ctx)
 			if err != nil {
-				LoggerFrom(ctx).WithError(err).WithField("executionId", id).Warn("execution stream: cannot read updates")
+				LoggerFrom(ctx).WithError(err).WithField("stream", name).Warn("SSE stream: cannot read updates")
 				return // the client reconnects with Last-Event-ID and loses nothing
 			}
 			if len(changes) > 0 && out(appendMessages(nil, changes)) != nil {
 				return
 			}
-			if feed.state.Status.Terminal() {
+			if feed.terminal() {
 				return
 			}
 		}
@@ -247,7 +279,7 @@ func follow(ctx context.Context, id string, feed *executionFeed, watch *livehub.
 
 // resumeFrom picks what a connecting client is sent: the changes after its Last-Event-ID, or
 // the current state alone (also when the id is unknown or current).
-func resumeFrom(changes []statusChange, lastEventID string) []statusChange {
+func resumeFrom(changes []sseMessage, lastEventID string) []sseMessage {
 	cur := changes[len(changes)-1:]
 	last, err := strconv.ParseUint(strings.TrimSpace(lastEventID), 10, 64)
 	if err != nil {
@@ -262,13 +294,9 @@ func resumeFrom(changes []statusChange, lastEventID string) []statusChange {
 }
 
 // appendMessages appends one SSE message per change.
-func appendMessages(b []byte, changes []statusChange) []byte {
+func appendMessages(b []byte, changes []sseMessage) []byte {
 	for _, c := range changes {
-		data, err := json.Marshal(c.event)
-		if err != nil {
-			continue // a StreamEvent always encodes
-		}
-		b = fmt.Appendf(b, "id: %d\ndata: %s\n\n", c.revision, data)
+		b = fmt.Appendf(b, "id: %d\ndata: %s\n\n", c.revision, c.data)
 	}
 	return b
 }

@@ -27,7 +27,7 @@ func exprModule() Module {
 }`),
 		InputSchema: json.RawMessage(anyObject),
 		Timeout:     5 * time.Second,
-		Check: func(config, input json.RawMessage) error {
+		CheckConfig: func(config json.RawMessage) error {
 			var cfg exprConfig
 			if err := decode(config, &cfg); err != nil {
 				return invalid("config", "%v", err)

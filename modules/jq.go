@@ -29,7 +29,7 @@ func jqModule() Module {
 }`),
 		InputSchema: json.RawMessage(anyObject),
 		Timeout:     5 * time.Second,
-		Check: func(config, input json.RawMessage) error {
+		CheckConfig: func(config json.RawMessage) error {
 			var cfg jqConfig
 			if err := decode(config, &cfg); err != nil {
 				return invalid("config", "%v", err)

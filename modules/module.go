@@ -44,6 +44,9 @@ type Module interface {
 	InputSchema() json.RawMessage  // JSON Schema of input
 	Timeout() time.Duration        // default per-run deadline
 	Validate(config, input json.RawMessage) error
+	// ValidateConfig checks config alone, as a workflow definition is
+	// checked before any input exists.
+	ValidateConfig(config json.RawMessage) error
 	Run(ctx context.Context, call Call) (output json.RawMessage, err error)
 }
 
@@ -56,6 +59,11 @@ type Definition struct {
 	InputSchema  json.RawMessage // nil means {"type": "object"}
 	Timeout      time.Duration   // zero means DefaultTimeout
 
+	// CheckConfig runs after the config schema passed, for semantic checks
+	// of config alone (compiling a program), so that a workflow definition,
+	// which has no input yet, is checked too. It should return a
+	// *ValidationError.
+	CheckConfig func(config json.RawMessage) error
 	// Check runs after both schemas passed, for semantic checks (compiling
 	// a program, cross-field rules). It should return a *ValidationError.
 	Check func(config, input json.RawMessage) error
@@ -122,8 +130,18 @@ func (m *module) ConfigSchema() json.RawMessage { return m.def.ConfigSchema }
 func (m *module) InputSchema() json.RawMessage  { return m.def.InputSchema }
 func (m *module) Timeout() time.Duration        { return m.def.Timeout }
 
-func (m *module) Validate(config, input json.RawMessage) error {
+func (m *module) ValidateConfig(config json.RawMessage) error {
 	if err := checkSchema("config", m.config, config); err != nil {
+		return err
+	}
+	if m.def.CheckConfig != nil {
+		return m.def.CheckConfig(config)
+	}
+	return nil
+}
+
+func (m *module) Validate(config, input json.RawMessage) error {
+	if err := m.ValidateConfig(config); err != nil {
 		return err
 	}
 	if err := checkSchema("input", m.input, input); err != nil {

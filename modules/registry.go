@@ -71,6 +71,17 @@ func (r *Registry) Validate(name string, config, input json.RawMessage) error {
 	return m.Validate(config, input)
 }
 
+// ValidateConfig checks a workflow component's module and config: the module
+// must exist (a *ValidationError on field "module" matching ErrUnknownModule)
+// and config must pass the module's ValidateConfig.
+func (r *Registry) ValidateConfig(name string, config json.RawMessage) error {
+	m, ok := r.Get(name)
+	if !ok {
+		return &ValidationError{Field: "module", Message: fmt.Sprintf("unknown module %q", name), cause: ErrUnknownModule}
+	}
+	return m.ValidateConfig(config)
+}
+
 // Run runs module name on call, under a deadline of the module's Timeout (or
 // ctx's own deadline, if earlier). It returns either the output (compact,
 // valid JSON; "null" if the module produced nothing) or an error that is

@@ -31,7 +31,7 @@ func templateModule() Module {
 }`),
 		InputSchema: json.RawMessage(anyObject),
 		Timeout:     5 * time.Second,
-		Check: func(config, input json.RawMessage) error {
+		CheckConfig: func(config json.RawMessage) error {
 			var cfg templateConfig
 			if err := decode(config, &cfg); err != nil {
 				return invalid("config", "%v", err)

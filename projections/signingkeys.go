@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,65 +63,4 @@ func (q *Queries) SigningKeys(ctx context.Context) ([]signingkey.Created, error)
 		k.At = k.At.UTC()
 		return k, err
 	})
-}
-
-// WorkflowList is the read model behind GET /v1/workspaces/{id}/workflows (SPEC.md 2.9). The
-// workflow aggregate arrives with the workflows issue, which fills this table from its events;
-// until then the table exists, is queried for real, and is empty.
-type WorkflowList struct{}
-
-// Name implements Projector.
-func (WorkflowList) Name() string { return "workflowlist" }
-
-// Tables implements Projector.
-func (WorkflowList) Tables() []string { return []string{"workflow_list"} }
-
-// Filter implements Projector. No event type is registered yet under this name, so nothing is
-// delivered; the zero Filter would select every event.
-func (WorkflowList) Filter() eventstore.Filter {
-	return eventstore.Filter{Types: []string{"WorkflowCreated"}}
-}
-
-// Migrate implements Projector.
-func (WorkflowList) Migrate(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `
-	CREATE TABLE IF NOT EXISTS workflow_list (
-		id           text PRIMARY KEY,
-		workspace_id text NOT NULL,
-		name         text NOT NULL,
-		created_at   timestamptz NOT NULL
-	);
-	CREATE INDEX IF NOT EXISTS workflow_list_workspace ON workflow_list (workspace_id, created_at DESC, id);`)
-	return err
-}
-
-// Apply implements Projector: nothing to apply until the workflow events exist.
-func (WorkflowList) Apply(context.Context, *Tx, eventstore.RecordedEvent) error { return nil }
-
-// WorkflowListItem is SPEC.md 2.9.
-type WorkflowListItem struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// WorkflowsOf lists a page of a workspace's workflows, newest first, and the total.
-func (q *Queries) WorkflowsOf(ctx context.Context, workspaceID string, p Page) ([]WorkflowListItem, int, error) {
-	var total int
-	if err := q.db.QueryRow(ctx, `SELECT count(*) FROM workflow_list WHERE workspace_id = $1`, workspaceID).Scan(&total); err != nil {
-		return nil, 0, err
-	}
-	rows, err := q.db.Query(ctx, `SELECT id, name, created_at FROM workflow_list WHERE workspace_id = $1
-		ORDER BY created_at DESC, id LIMIT $2 OFFSET $3`, workspaceID, p.Limit, p.Offset())
-	if err != nil {
-		return nil, 0, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowListItem, error) {
-		var w WorkflowListItem
-		return w, r.Scan(&w.ID, &w.Name, &w.CreatedAt)
-	})
-	if list == nil {
-		list = []WorkflowListItem{}
-	}
-	return list, total, err
 }

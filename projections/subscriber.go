@@ -85,12 +85,19 @@ func (s *subscriber) run(ctx context.Context, p Projector, out chan<- *message.M
 	}
 }
 
-// withLock runs fn while holding the projector's session advisory lock on a dedicated
-// connection outside the pool: a lock held for as long as the projector runs must not take a
-// pooled connection, or enough projectors would starve the pool that their own handlers, the
-// event store and rebuilds draw from. fn's context ends if that connection stops answering.
+// withLock runs fn while holding the projector's advisory lock (HoldLock).
 func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.Context) error) error {
-	conn, err := pgx.ConnectConfig(ctx, s.engine.pool.Config().ConnConfig.Copy())
+	return HoldLock(ctx, s.engine.pool.Config().ConnConfig, "projector:"+p.Name(), fn)
+}
+
+// HoldLock runs fn while holding the session advisory lock called name, waiting for it as long
+// as ctx lasts: one process at a time, across every process on the database. The lock is taken
+// on a dedicated connection outside the pool: a lock held for as long as a projector or the
+// scheduler runs must not take a pooled connection, or enough holders would starve the pool
+// that their own work draws from. fn's context ends if that connection stops answering, as it
+// does when the database restarts; the lock is then free for another process.
+func HoldLock(ctx context.Context, cfg *pgx.ConnConfig, name string, fn func(context.Context) error) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		return err
 	}
@@ -100,7 +107,7 @@ func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.
 		defer done()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockKey("projector:"+p.Name())); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockKey(name)); err != nil {
 		return err
 	}
 	lockCtx, cancel := context.WithCancel(ctx)

@@ -96,9 +96,9 @@ func (a *app) open(ctx context.Context, migrate bool) error {
 		return err
 	}
 	a.store = store
-	a.cmds = commands.New(store)
-	a.queries = projections.NewQueries(a.pool)
 	a.modules = modules.Builtins(modules.BuiltinOptions{AllowPrivateNetworks: a.cfg.WebhookAllowPrivate})
+	a.cmds = commands.New(store, commands.WithModules(a.modules))
+	a.queries = projections.NewQueries(a.pool)
 	if a.sealer, err = a.cfg.Sealer(a.log); err != nil {
 		return fmt.Errorf("secret key: %w", err)
 	}

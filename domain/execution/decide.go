@@ -28,6 +28,8 @@ type Submit struct {
 	CostMilli   int64
 	Callback    Callback
 	CachedFrom  string
+	RunID       string
+	StageID     string
 }
 
 // DecideSubmit accepts a new execution.
@@ -46,7 +48,7 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	}
 	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
 		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
-		Callback: c.Callback, CachedFrom: c.CachedFrom, At: now.UTC()}}, nil
+		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, At: now.UTC()}}, nil
 }
 
 // DecideStart claims the execution for worker until now+lease.
@@ -54,7 +56,7 @@ func DecideStart(s State, worker string, lease time.Duration, now time.Time) ([]
 	if !s.Claimable(now) {
 		return nil, ErrNotClaimable
 	}
-	return []domain.Event{Started{ExecutionID: s.ID, Attempt: s.NextAttempt(), Worker: worker,
+	return []domain.Event{Started{ExecutionID: s.ID, RunID: s.RunID, Attempt: s.NextAttempt(), Worker: worker,
 		LeaseUntil: now.Add(lease).UTC(), At: now.UTC()}}, nil
 }
 
@@ -71,7 +73,7 @@ func DecideComplete(s State, worker string, attempt int, output json.RawMessage,
 	if len(output) == 0 {
 		output = json.RawMessage("null")
 	}
-	return []domain.Event{Completed{ExecutionID: s.ID, Attempt: attempt, Output: output, TotalUsage: usage, At: now.UTC()}}, nil
+	return []domain.Event{Completed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Output: output, TotalUsage: usage, At: now.UTC()}}, nil
 }
 
 // DecideFail records a failed attempt: retried at now+backoff while attempts remain (and
@@ -83,5 +85,5 @@ func DecideFail(s State, worker string, attempt int, failure json.RawMessage, re
 	if retry && attempt < s.Attempts {
 		return []domain.Event{AttemptFailed{ExecutionID: s.ID, Attempt: attempt, Error: failure, RetryAt: now.Add(backoff).UTC(), At: now.UTC()}}, nil
 	}
-	return []domain.Event{Failed{ExecutionID: s.ID, Attempt: attempt, Error: failure, At: now.UTC()}}, nil
+	return []domain.Event{Failed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Error: failure, At: now.UTC()}}, nil
 }

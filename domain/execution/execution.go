@@ -62,8 +62,11 @@ type Submitted struct {
 	Callback    Callback        `json:"callback"`
 	// CachedFrom is the execution whose output this one reuses for free (SPEC.md 2.1 cache
 	// window); empty for a call that runs and bills normally.
-	CachedFrom string    `json:"cachedFrom,omitempty"`
-	At         time.Time `json:"at"`
+	CachedFrom string `json:"cachedFrom,omitempty"`
+	// RunID and StageID link a workflow run's stage to the execution that runs it.
+	RunID   string    `json:"runId,omitempty"`
+	StageID string    `json:"stageId,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -72,11 +75,13 @@ func (Submitted) EventType() string { return "ExecutionSubmitted" }
 // Started records that a worker claimed an attempt until LeaseUntil. Another worker may claim
 // the same attempt again after the lease ends (its holder is presumed dead).
 type Started struct {
-	ExecutionID string    `json:"executionId"`
-	Attempt     int       `json:"attempt"`
-	Worker      string    `json:"worker"`
-	LeaseUntil  time.Time `json:"leaseUntil"`
-	At          time.Time `json:"at"`
+	ExecutionID string `json:"executionId"`
+	// RunID is set on a run stage's execution, so the scheduler need not look it up.
+	RunID      string    `json:"runId,omitempty"`
+	Attempt    int       `json:"attempt"`
+	Worker     string    `json:"worker"`
+	LeaseUntil time.Time `json:"leaseUntil"`
+	At         time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -96,11 +101,13 @@ func (AttemptFailed) EventType() string { return "ExecutionAttemptFailed" }
 
 // Completed records the output. TotalUsage is what was billed (0 for a cached repeat).
 type Completed struct {
-	ExecutionID string          `json:"executionId"`
-	Attempt     int             `json:"attempt"`
-	Output      json.RawMessage `json:"output"`
-	TotalUsage  billing.Credits `json:"totalUsage"`
-	At          time.Time       `json:"at"`
+	ExecutionID string `json:"executionId"`
+	// RunID is set on a run stage's execution, so the scheduler need not look it up.
+	RunID      string          `json:"runId,omitempty"`
+	Attempt    int             `json:"attempt"`
+	Output     json.RawMessage `json:"output"`
+	TotalUsage billing.Credits `json:"totalUsage"`
+	At         time.Time       `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -108,10 +115,12 @@ func (Completed) EventType() string { return "ExecutionCompleted" }
 
 // Failed records the final failure; nothing is billed.
 type Failed struct {
-	ExecutionID string          `json:"executionId"`
-	Attempt     int             `json:"attempt"`
-	Error       json.RawMessage `json:"error"`
-	At          time.Time       `json:"at"`
+	ExecutionID string `json:"executionId"`
+	// RunID is set on a run stage's execution, so the scheduler need not look it up.
+	RunID   string          `json:"runId,omitempty"`
+	Attempt int             `json:"attempt"`
+	Error   json.RawMessage `json:"error"`
+	At      time.Time       `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -134,6 +143,8 @@ type State struct {
 	CostMilli   int64
 	Callback    Callback
 	CachedFrom  string
+	RunID       string
+	StageID     string
 
 	Status Status
 	// Attempt is the attempt running or last run (0 before the first claim).
@@ -162,7 +173,7 @@ func (s State) Evolve(e domain.Event) State {
 	case Submitted:
 		s = State{Exists: true, ID: ev.ExecutionID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 			Module: ev.Module, Input: ev.Input, Config: ev.Config, Attempts: ev.Attempts, CostMilli: ev.CostMilli,
-			Callback: ev.Callback, CachedFrom: ev.CachedFrom, Status: StatusCreated, CreatedAt: ev.At}
+			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Status: StatusCreated, CreatedAt: ev.At}
 	case Started:
 		s.Status, s.Attempt, s.Worker, s.LeaseUntil, s.RetryAt = StatusRunning, ev.Attempt, ev.Worker, ev.LeaseUntil, time.Time{}
 	case AttemptFailed:

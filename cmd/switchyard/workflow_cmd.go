@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/workflow"
+	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/projections"
+)
+
+func newWorkflowCmd() *cobra.Command {
+	w := &cobra.Command{Use: "workflow", Short: "Manage workflows (docs/workflows.md)"}
+	w.AddCommand(newWorkflowCreateCmd(), newWorkflowUpdateCmd(), newWorkflowGetCmd(), newWorkflowListCmd(), newWorkflowDeleteCmd())
+	return w
+}
+
+// readDefinitionFile reads a definition from a file, or standard input for "-".
+func readDefinitionFile(cmd *cobra.Command, path string) (workflow.Definition, error) {
+	var r io.Reader = cmd.InOrStdin()
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return workflow.Definition{}, fmt.Errorf("--file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	body, err := io.ReadAll(io.LimitReader(r, 4<<20))
+	if err != nil {
+		return workflow.Definition{}, fmt.Errorf("--file: %w", err)
+	}
+	d, err := httpapi.DecodeDefinition(body)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+func workflowLines(v workflow.View) []string {
+	lines := []string{fmt.Sprintf("workflow %s %q (version %d) in workspace %s", v.ID, v.Name, v.Version, v.WorkspaceID)}
+	for _, c := range v.Components {
+		lines = append(lines, fmt.Sprintf("  component %-24s %-16s %s", c.ID, c.Module, c.Name))
+	}
+	for _, e := range v.Edges {
+		lines = append(lines, fmt.Sprintf("  edge      %s -> %s", e.From, e.To))
+	}
+	return lines
+}
+
+func newWorkflowCreateCmd() *cobra.Command {
+	var workspaceID, file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create --workspace ID --file def.json",
+		Short: "Create a workflow from a JSON definition; prints it with its component ids",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := readDefinitionFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			return withApp(cmd.Context(), func(a *app) error {
+				st, err := a.cmds.CreateWorkflow(cmd.Context(), commands.CreateWorkflow{WorkspaceID: workspaceID, Definition: d})
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, st.View(), workflowLines(st.View())...)
+			})
+		},
+	}
+	workflowFlags(cmd, &workspaceID, &asJSON)
+	cmd.Flags().StringVar(&file, "file", "", "the definition (JSON, docs/workflows.md); - reads standard input (required)")
+	cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func workflowFlags(cmd *cobra.Command, workspaceID *string, asJSON *bool) {
+	cmd.Flags().StringVar(workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().BoolVar(asJSON, "json", false, "print JSON")
+	cmd.MarkFlagRequired("workspace")
+}
+
+func newWorkflowUpdateCmd() *cobra.Command {
+	var workspaceID, file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "update WORKFLOW_ID --workspace ID --file def.json",
+		Short: "Replace a workflow's definition (runs already started keep theirs)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := readDefinitionFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			return withApp(cmd.Context(), func(a *app) error {
+				st, err := a.cmds.UpdateWorkflow(cmd.Context(), workspaceID, args[0], d)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, st.View(), workflowLines(st.View())...)
+			})
+		},
+	}
+	workflowFlags(cmd, &workspaceID, &asJSON)
+	cmd.Flags().StringVar(&file, "file", "", "the definition (JSON); - reads standard input (required)")
+	cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func newWorkflowGetCmd() *cobra.Command {
+	var workspaceID string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get WORKFLOW_ID --workspace ID",
+		Short: "Show a workflow",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withApp(cmd.Context(), func(a *app) error {
+				st, err := a.cmds.Workflow(cmd.Context(), workspaceID, args[0])
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, st.View(), workflowLines(st.View())...)
+			})
+		},
+	}
+	workflowFlags(cmd, &workspaceID, &asJSON)
+	return cmd
+}
+
+func newWorkflowListCmd() *cobra.Command {
+	var workspaceID string
+	var asJSON bool
+	var page, limit int
+	cmd := &cobra.Command{
+		Use:   "list --workspace ID [--page N] [--limit N]",
+		Short: "List a workspace's workflows, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if page < 1 || limit < 1 || limit > 100 {
+				return fmt.Errorf("--page must be at least 1 and --limit from 1 to 100")
+			}
+			return withApp(cmd.Context(), func(a *app) error {
+				p := projections.Page{Page: page, Limit: limit}
+				list, total, err := a.queries.WorkflowsOf(cmd.Context(), workspaceID, p)
+				if err != nil {
+					return err
+				}
+				lines := []string{fmt.Sprintf("%d workflows (page %d)", total, page)}
+				for _, w := range list {
+					lines = append(lines, fmt.Sprintf("  %s  %s  %s", w.ID, w.CreatedAt.Format("2006-01-02 15:04:05Z07:00"), w.Name))
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"data": list, "total": total, "page": page}, lines...)
+			})
+		},
+	}
+	workflowFlags(cmd, &workspaceID, &asJSON)
+	cmd.Flags().IntVar(&page, "page", 1, "page number, from 1")
+	cmd.Flags().IntVar(&limit, "limit", 20, "workflows per page, 1 to 100")
+	return cmd
+}
+
+func newWorkflowDeleteCmd() *cobra.Command {
+	var workspaceID string
+	cmd := &cobra.Command{
+		Use:   "delete WORKFLOW_ID --workspace ID",
+		Short: "Delete a workflow (runs in flight finish; its name is free again)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withApp(cmd.Context(), func(a *app) error {
+				if err := a.cmds.DeleteWorkflow(cmd.Context(), workspaceID, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted workflow %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	var asJSON bool
+	workflowFlags(cmd, &workspaceID, &asJSON)
+	return cmd
+}

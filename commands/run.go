@@ -1,0 +1,138 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+var runAgg = aggregate[run.State]{evolve: run.State.Evolve, clone: func(s run.State) run.State { return s.Clone() }}
+
+// RunStream is the stream of a workflow run.
+func RunStream(id string) string { return eventstore.StreamName(run.Category, id) }
+
+// TriggerWorkflow starts runs of a workflow (SPEC.md 4.5).
+type TriggerWorkflow struct {
+	WorkspaceID string
+	WorkflowID  string
+	APIKeyID    string
+	// Input is the trigger's output: the request body, an object ({} when empty).
+	Input json.RawMessage
+}
+
+// TriggeredRun is one entry of the trigger response.
+type TriggeredRun struct {
+	RunID string `json:"runId"`
+	JobID string `json:"jobId"`
+}
+
+// TriggerWorkflow starts one run per ON_API_CALLED component, each with a copy of the
+// definition as it is now. The workspace's balance must cover one pass over the workflow's
+// module components (domain.ErrInsufficientCredits); each stage is charged as it completes.
+func (h *Handler) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]TriggeredRun, error) {
+	wf, err := h.Workflow(ctx, c.WorkspaceID, c.WorkflowID)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkBalance(ctx, c.WorkspaceID, h.passCost(wf.Definition)); err != nil {
+		return nil, err
+	}
+	out := []TriggeredRun{}
+	for _, comp := range wf.Definition.Components {
+		if comp.Module != workflow.ModuleTrigger {
+			continue
+		}
+		id := uuid.NewString()
+		st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+			return run.DecideTrigger(s, id, c.WorkspaceID, wf.ID, c.APIKeyID, comp.ID, wf.Definition, c.Input, h.now())
+		})
+		if err != nil {
+			return out, wrap("trigger workflow", err)
+		}
+		out = append(out, TriggeredRun{RunID: id, JobID: st.JobID()})
+	}
+	return out, nil
+}
+
+// passCost is what running every module component of d once costs.
+func (h *Handler) passCost(d workflow.Definition) int64 {
+	var total int64
+	for _, c := range d.Components {
+		if m, ok := h.modules.Get(c.Module); ok {
+			total += m.CostMilli()
+		}
+	}
+	return total
+}
+
+// Run folds a run from the event store; an unknown id is domain.ErrNotFound.
+func (h *Handler) Run(ctx context.Context, id string) (run.State, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return run.State{}, fmt.Errorf("run %q: %w", id, domain.ErrNotFound)
+	}
+	l, err := load(ctx, h, RunStream(id), runAgg)
+	if err != nil {
+		return run.State{}, err
+	}
+	if !l.state.Exists {
+		return run.State{}, fmt.Errorf("run %s: %w", id, domain.ErrNotFound)
+	}
+	return l.state, nil
+}
+
+// CancelRun ends a run FAILED with its cancellation recorded (SPEC.md 3); a finished run is
+// domain.ErrConflict.
+func (h *Handler) CancelRun(ctx context.Context, id, reason string) (run.State, error) {
+	if _, err := h.Run(ctx, id); err != nil {
+		return run.State{}, err
+	}
+	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+		return run.DecideCancel(s, reason, h.now())
+	})
+	return st, err
+}
+
+// StepRun records what happened to a run's stage executions and advances the run: it returns
+// the run after the step and the module stages newly dispatched, whose executions the caller
+// submits with SubmitStage.
+func (h *Handler) StepRun(ctx context.Context, id string, facts []run.Fact) (run.State, []run.Stage, error) {
+	var dispatched []run.Stage
+	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+		var events []domain.Event
+		events, dispatched = run.Step(s, facts, h.now())
+		return events, nil
+	})
+	if err != nil {
+		return st, nil, wrap("step run "+id, err)
+	}
+	return st, dispatched, nil
+}
+
+// SubmitStage submits the execution of a dispatched module stage. It is idempotent: the
+// execution's id is derived from the stage, and one that exists already is left alone.
+func (h *Handler) SubmitStage(ctx context.Context, r *run.State, st run.Stage) error {
+	comp := r.Component(st)
+	cost := int64(0)
+	if m, ok := h.modules.Get(comp.Module); ok {
+		cost = m.CostMilli()
+	}
+	sub := execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
+		RunID: r.ID, StageID: st.ID}
+	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideSubmit(s, sub, h.now())
+	})
+	if errors.Is(err, domain.ErrAlreadyExists) {
+		return nil
+	}
+	return wrap("submit stage "+st.ID, err)
+}

@@ -1,0 +1,304 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+// DecideTrigger starts a run of def from its trigger component triggerID.
+func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID string, def workflow.Definition, input json.RawMessage, now time.Time) ([]domain.Event, error) {
+	if s.Exists {
+		return nil, domain.ErrAlreadyExists
+	}
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	return []domain.Event{Triggered{RunID: runID, WorkflowID: workflowID, WorkspaceID: workspaceID, APIKeyID: apiKeyID,
+		TriggerID: triggerID, Definition: def, Input: input, At: now.UTC()}}, nil
+}
+
+// MaxReasonLength bounds a cancellation's reason.
+const MaxReasonLength = 1000
+
+// DecideCancel ends a run FAILED with the cancellation recorded; a finished run is a conflict.
+func DecideCancel(s State, reason string, now time.Time) ([]domain.Event, error) {
+	if !s.Exists {
+		return nil, domain.ErrNotFound
+	}
+	if len(reason) > MaxReasonLength {
+		return nil, domain.Invalid("reason", "must be at most %d characters", MaxReasonLength)
+	}
+	if s.Status.Terminal() {
+		return nil, fmt.Errorf("run %s is already %s: %w", s.ID, s.Status, domain.ErrConflict)
+	}
+	msg := "the run was canceled"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return []domain.Event{
+		CancelRequested{RunID: s.ID, Reason: reason, At: now.UTC()},
+		Finished{RunID: s.ID, Status: StatusFailed, Error: failure("canceled", msg, ""),
+			Abort: failure("canceled", "the run was canceled before this stage finished", ""), At: now.UTC()},
+	}, nil
+}
+
+// FactKind is what happened to a stage's execution.
+type FactKind int
+
+// The facts the scheduler reads from execution events.
+const (
+	FactStarted FactKind = iota + 1
+	FactCompleted
+	FactFailed
+)
+
+// Fact is an execution event of a stage, as the scheduler saw it.
+type Fact struct {
+	ExecutionID string
+	Kind        FactKind
+	Attempt     int
+	Output      json.RawMessage
+	Error       json.RawMessage
+	Usage       billing.Credits
+	At          time.Time
+}
+
+// Step records facts and then advances the run as far as it can go: it returns the events of
+// both, and the module stages dispatched (whose executions the caller then submits). Facts
+// about stages already ended, or arriving after the run ended, are ignored: a cancelled run's
+// late results change nothing.
+func Step(s State, facts []Fact, now time.Time) ([]domain.Event, []Stage) {
+	if !s.Exists || s.Status.Terminal() {
+		return nil, nil
+	}
+	c := s.Clone()
+	var events []domain.Event
+	for _, f := range facts {
+		if e := c.record(f); e != nil {
+			c = c.Evolve(e)
+			events = append(events, e)
+		}
+	}
+	var dispatched []Stage
+	for round := 0; round < 1000; round++ {
+		e := c.advance(now.UTC())
+		if e == nil {
+			break
+		}
+		c = c.Evolve(e)
+		events = append(events, e)
+		if d, ok := e.(StagesDispatched); ok {
+			for _, st := range d.Stages {
+				if st.ExecutionID != "" {
+					got, _ := c.Stage(st.StageID)
+					dispatched = append(dispatched, got)
+				}
+			}
+		}
+	}
+	return events, dispatched
+}
+
+func (s *State) record(f Fact) domain.Event {
+	st, ok := s.StageOfExecution(f.ExecutionID)
+	if !ok || st.Status.Terminal() {
+		return nil
+	}
+	switch f.Kind {
+	case FactStarted:
+		if st.Status == StageStatusCreated || f.Attempt > st.Attempt {
+			return StageStarted{RunID: s.ID, StageID: st.ID, Attempt: f.Attempt, At: f.At.UTC()}
+		}
+	case FactCompleted:
+		out := f.Output
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, CreditUsage: f.Usage, At: f.At.UTC()}
+	case FactFailed:
+		return StageFailed{RunID: s.ID, StageID: st.ID, Error: f.Error, At: f.At.UTC()}
+	}
+	return nil
+}
+
+// advance returns the next event the run needs, or nil when it waits for executions.
+func (s *State) advance(now time.Time) domain.Event {
+	if s.Status.Terminal() {
+		return nil
+	}
+	if s.Failed > 0 || !s.CancelAt.IsZero() {
+		if s.Pending-s.openForEaches() > 0 {
+			return nil // let running stages finish, so their usage and failures are counted
+		}
+		return s.failedEnd(now)
+	}
+	if e := s.settleForEaches(now); e != nil {
+		return e
+	}
+	if d := s.ready(); len(d) > 0 {
+		return StagesDispatched{RunID: s.ID, Stages: d, At: now}
+	}
+	if s.Pending == 0 {
+		return Finished{RunID: s.ID, Status: StatusCompleted, At: now}
+	}
+	return nil
+}
+
+func (s *State) openForEaches() int {
+	n := 0
+	for id := range s.forEaches {
+		if st, _ := s.Stage(id); !st.Status.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *State) failedEnd(now time.Time) domain.Event {
+	var first Stage
+	for _, st := range s.Stages {
+		if st.Status == StageStatusFailed {
+			first = st
+			break
+		}
+	}
+	msg := fmt.Sprintf("stage %s (component %q) failed", first.ID, first.ComponentID)
+	return Finished{RunID: s.ID, Status: StatusFailed, Error: failure("stage_failed", msg, first.ID),
+		Abort: failure("aborted", "another stage of the run failed before this one finished", ""), At: now}
+}
+
+// settleForEaches ends a FOR_EACH whose items are not an array, or whose iterations are done.
+func (s *State) settleForEaches(now time.Time) domain.Event {
+	for _, st := range s.Stages {
+		fe := s.forEaches[st.ID]
+		if fe == nil || st.Status.Terminal() {
+			continue
+		}
+		if fe.Items == nil {
+			cfg, _ := workflow.ParseForEach(s.graph.Components[st.ComponentID].Config)
+			return StageFailed{RunID: s.ID, StageID: st.ID, At: now, Error: failure("not_an_array",
+				fmt.Sprintf("the value at %q in the upstream output is not an array", cfg.Items), st.ID)}
+		}
+		if len(fe.Items) > workflow.MaxItems {
+			return StageFailed{RunID: s.ID, StageID: st.ID, At: now, Error: failure("too_many_items",
+				fmt.Sprintf("%d items; a %s iterates over at most %d", len(fe.Items), workflow.ModuleForEach, workflow.MaxItems), st.ID)}
+		}
+		if fe.Done == len(fe.Items) {
+			out, _ := json.Marshal(map[string]int{"count": len(fe.Items)})
+			return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, At: now}
+		}
+	}
+	return nil
+}
+
+// ready lists the stages whose upstream stages have all completed, admitting new FOR_EACH
+// iterations while fewer than the concurrency are open.
+func (s *State) ready() []Dispatch {
+	var out []Dispatch
+	for _, id := range s.graph.Order {
+		if !s.scope[id] || s.body[id] != "" || id == s.TriggerID {
+			continue
+		}
+		if _, ok := s.stageAt(id, NoIteration); !ok && s.upstreamsDone(id, NoIteration, "") {
+			out = append(out, s.dispatchOf(id, NoIteration, ""))
+		}
+	}
+	for _, st := range s.Stages {
+		fe := s.forEaches[st.ID]
+		if fe == nil || st.Status.Terminal() || len(fe.Items) > workflow.MaxItems {
+			continue
+		}
+		for it := range fe.completed {
+			out = append(out, s.readyIn(st, it)...)
+		}
+		for next := fe.Started; next < len(fe.Items) && next-fe.Done < fe.Concurrency; next++ {
+			batch := s.readyIn(st, next)
+			if len(batch) == 0 {
+				break // iterations differ only in their item: if this one cannot start, none can
+			}
+			out = append(out, batch...)
+			fe.Started, fe.completed[next] = next+1, 0 // the dispatch event does the same
+		}
+	}
+	return out
+}
+
+// readyIn lists the ready stages of iteration it of the FOR_EACH stage fe.
+func (s *State) readyIn(fe Stage, it int) []Dispatch {
+	var out []Dispatch
+	for _, id := range s.graph.Order {
+		if s.body[id] != fe.ComponentID {
+			continue
+		}
+		if _, ok := s.stageAt(id, it); !ok && s.upstreamsDone(id, it, fe.ComponentID) {
+			out = append(out, s.dispatchOf(id, it, fe.ID))
+		}
+	}
+	return out
+}
+
+// upstreamsDone reports whether every in-scope upstream of component id has completed for
+// iteration it (a FOR_EACH feeds its body as soon as the iteration is admitted).
+func (s *State) upstreamsDone(id string, it int, forEach string) bool {
+	for _, e := range s.graph.In[id] {
+		if !s.scope[e.From] || e.From == forEach {
+			continue
+		}
+		at := NoIteration
+		if s.body[e.From] != "" {
+			at = it
+		}
+		up, ok := s.stageAt(e.From, at)
+		if !ok || up.Status != StageStatusCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *State) dispatchOf(component string, it int, parent string) Dispatch {
+	d := Dispatch{StageID: StageID(s.ID, component, it), ComponentID: component, Iteration: it, ParentStageID: parent}
+	if !s.graph.Components[component].Control() {
+		d.ExecutionID = ExecutionID(d.StageID)
+	}
+	return d
+}
+
+// StageInput is the input of a dispatched stage, built from its upstream outputs (Edge).
+func (s *State) StageInput(st Stage) json.RawMessage {
+	var ups []workflow.Upstream
+	for _, e := range s.graph.In[st.ComponentID] {
+		if !s.scope[e.From] {
+			continue
+		}
+		if fe, ok := s.forEaches[st.ParentStageID]; ok && e.From == s.body[st.ComponentID] {
+			item, _ := json.Marshal(map[string]any{"item": fe.Items[st.Iteration], "index": st.Iteration})
+			ups = append(ups, workflow.Upstream{Edge: e, Output: item})
+			continue
+		}
+		at := NoIteration
+		if s.body[e.From] != "" {
+			at = st.Iteration
+		}
+		up, _ := s.stageAt(e.From, at)
+		ups = append(ups, workflow.Upstream{Edge: e, Output: up.Output})
+	}
+	return workflow.BuildInput(ups)
+}
+
+// Component returns the definition of the component a stage runs.
+func (s *State) Component(st Stage) workflow.Component { return s.graph.Components[st.ComponentID] }
+
+func failure(code, message, stageID string) json.RawMessage {
+	f := map[string]string{"code": code, "message": message}
+	if stageID != "" {
+		f["stageId"] = stageID
+	}
+	b, _ := json.Marshal(f)
+	return b
+}

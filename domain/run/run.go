@@ -1,0 +1,163 @@
+// Package run is the workflow run aggregate (SPEC.md 2.4 to 2.6, 3): a run started by one
+// ON_API_CALLED trigger of a workflow, with the copy of the definition it started with, and
+// its stages: one per component reached, one per component and item inside a FOR_EACH.
+// Module stages run through the executor as component executions; the scheduler records
+// their progress here and decides what runs next.
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+// Category is the stream category of runs: run-<id>.
+const Category = "run"
+
+// Status is a run's state (SPEC.md 2.4).
+type Status string
+
+// The run statuses.
+const (
+	StatusCreated   Status = "CREATED"
+	StatusExecuting Status = "EXECUTING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+)
+
+// Terminal reports whether the run has ended.
+func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+
+// StageStatus is a stage's state (SPEC.md 2.5).
+type StageStatus string
+
+// The stage statuses.
+const (
+	StageStatusCreated   StageStatus = "CREATED"
+	StageStatusRunning   StageStatus = "RUNNING"
+	StageStatusCompleted StageStatus = "COMPLETED"
+	StageStatusFailed    StageStatus = "FAILED"
+)
+
+// Terminal reports whether the stage has ended.
+func (s StageStatus) Terminal() bool { return s == StageStatusCompleted || s == StageStatusFailed }
+
+// NoIteration is the iteration of a stage outside any FOR_EACH (SPEC.md 2.6).
+const NoIteration = -1
+
+var idNamespace = uuid.MustParse("0b0a3c2e-55d4-4b8e-9b7e-6a3e1f0c9d21")
+
+// StageID is the id of the stage of component in iteration of a run: derived, so that every
+// scheduler deciding the same stage names it the same.
+func StageID(runID, componentID string, iteration int) string {
+	return uuid.NewSHA1(idNamespace, fmt.Appendf(nil, "%s/%s/%d", runID, componentID, iteration)).String()
+}
+
+// ExecutionID is the id of the component execution that runs a stage.
+func ExecutionID(stageID string) string {
+	return uuid.NewSHA1(idNamespace, []byte("execution/"+stageID)).String()
+}
+
+// Triggered records a new run: the trigger stage is complete at once, with the request body
+// as its output.
+type Triggered struct {
+	RunID       string              `json:"runId"`
+	WorkflowID  string              `json:"workflowId"`
+	WorkspaceID string              `json:"workspaceId"`
+	APIKeyID    string              `json:"apiKeyId,omitempty"`
+	TriggerID   string              `json:"triggerId"`
+	Definition  workflow.Definition `json:"definition"`
+	Input       json.RawMessage     `json:"input"`
+	At          time.Time           `json:"at"`
+}
+
+// EventType names the event in the log.
+func (Triggered) EventType() string { return "RunTriggered" }
+
+// Dispatch is one stage created by StagesDispatched.
+type Dispatch struct {
+	StageID       string `json:"stageId"`
+	ComponentID   string `json:"componentId"`
+	Iteration     int    `json:"iteration"`
+	ParentStageID string `json:"parentStageId,omitempty"`
+	// ExecutionID is the execution running a module stage; empty for a FOR_EACH.
+	ExecutionID string `json:"executionId,omitempty"`
+}
+
+// StagesDispatched records stages whose upstream completed. A module stage's execution is
+// submitted after this is written; a FOR_EACH stage starts iterating at once.
+type StagesDispatched struct {
+	RunID  string     `json:"runId"`
+	Stages []Dispatch `json:"stages"`
+	At     time.Time  `json:"at"`
+}
+
+// EventType names the event in the log.
+func (StagesDispatched) EventType() string { return "RunStagesDispatched" }
+
+// StageStarted records that an attempt of a stage's execution started.
+type StageStarted struct {
+	RunID   string    `json:"runId"`
+	StageID string    `json:"stageId"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+}
+
+// EventType names the event in the log.
+func (StageStarted) EventType() string { return "RunStageStarted" }
+
+// StageCompleted records a stage's output and the credits it used.
+type StageCompleted struct {
+	RunID       string          `json:"runId"`
+	StageID     string          `json:"stageId"`
+	Output      json.RawMessage `json:"output"`
+	CreditUsage billing.Credits `json:"creditUsage"`
+	At          time.Time       `json:"at"`
+}
+
+// EventType names the event in the log.
+func (StageCompleted) EventType() string { return "RunStageCompleted" }
+
+// StageFailed records a stage that failed after its attempts.
+type StageFailed struct {
+	RunID   string          `json:"runId"`
+	StageID string          `json:"stageId"`
+	Error   json.RawMessage `json:"error"`
+	At      time.Time       `json:"at"`
+}
+
+// EventType names the event in the log.
+func (StageFailed) EventType() string { return "RunStageFailed" }
+
+// CancelRequested records a cancellation (SPEC.md 3); Finished follows in the same append.
+type CancelRequested struct {
+	RunID  string    `json:"runId"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// EventType names the event in the log.
+func (CancelRequested) EventType() string { return "RunCancelRequested" }
+
+// Finished records the end of a run. Stages still open are closed FAILED with Abort.
+type Finished struct {
+	RunID  string          `json:"runId"`
+	Status Status          `json:"status"`
+	Error  json.RawMessage `json:"error,omitempty"`
+	Abort  json.RawMessage `json:"abort,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// EventType names the event in the log.
+func (Finished) EventType() string { return "RunFinished" }
+
+func init() {
+	domain.Events.Register(Triggered{}, StagesDispatched{}, StageStarted{}, StageCompleted{}, StageFailed{},
+		CancelRequested{}, Finished{})
+}

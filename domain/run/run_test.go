@@ -1,0 +1,227 @@
+package run_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func def(t *testing.T, js string) workflow.Definition {
+	t.Helper()
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(js), &d); err != nil {
+		t.Fatal(err)
+	}
+	d.Normalize(func() string { return "x" })
+	if err := d.Validate(func(string, json.RawMessage) error { return nil }); err != nil {
+		t.Fatalf("definition: %v", err)
+	}
+	return d
+}
+
+const linear = `{"name": "linear", "components": [
+	{"id": "t", "module": "ON_API_CALLED"},
+	{"id": "a", "module": "core.echo"},
+	{"id": "b", "module": "core.echo"},
+	{"id": "c", "module": "core.echo"}],
+  "edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c", "mapping": {"v": "x"}}]}`
+
+const loop = `{"name": "loop", "components": [
+	{"id": "t", "module": "ON_API_CALLED"},
+	{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 3}},
+	{"id": "work", "module": "core.echo"}],
+  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"n": "item"}}]}`
+
+// harness folds a run and plays the executor's part.
+type harness struct {
+	t  *testing.T
+	s  run.State
+	at time.Time
+}
+
+func start(t *testing.T, d workflow.Definition, input string) *harness {
+	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", d, json.RawMessage(input), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, at: t0}
+	h.apply(events)
+	return h
+}
+
+func (h *harness) apply(events []domain.Event) {
+	for _, e := range events {
+		h.s = h.s.Evolve(e)
+	}
+}
+
+// step records facts and returns the module stages dispatched.
+func (h *harness) step(facts ...run.Fact) []run.Stage {
+	h.at = h.at.Add(time.Millisecond)
+	events, dispatched := run.Step(h.s, facts, h.at)
+	h.apply(events)
+	return dispatched
+}
+
+func done(st run.Stage, output string) run.Fact {
+	return run.Fact{ExecutionID: st.ExecutionID, Kind: run.FactCompleted, Output: json.RawMessage(output), Usage: billing.Credits(1000), At: t0}
+}
+
+func TestLinearRunPassesOutputsDownstream(t *testing.T) {
+	h := start(t, def(t, linear), `{"x": 7}`)
+	if h.s.Status != run.StatusCreated || h.s.Pending != 0 || len(h.s.Stages) != 1 {
+		t.Fatalf("after trigger: %+v", h.s.Detail())
+	}
+	d := h.step()
+	for i, want := range []string{`{"x":7}`, `{"x":7}`, `{"v":7}`} {
+		if len(d) != 1 {
+			t.Fatalf("step %d dispatched %d stages", i, len(d))
+		}
+		st := d[0]
+		if in := string(h.s.StageInput(st)); in != want {
+			t.Fatalf("stage %d input %s, want %s", i, in, want)
+		}
+		if h.s.Status != run.StatusExecuting || h.s.Pending != 1 || st.Status != run.StageStatusCreated || st.Attempt != 1 {
+			t.Fatalf("stage %d: run %s pending %d stage %s attempt %d", i, h.s.Status, h.s.Pending, st.Status, st.Attempt)
+		}
+		h.step(run.Fact{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 1, At: t0})
+		if got, _ := h.s.Stage(st.ID); got.Status != run.StageStatusRunning {
+			t.Fatalf("stage %d not running: %s", i, got.Status)
+		}
+		d = h.step(done(st, h.inputOf(st)))
+	}
+	if h.s.Status != run.StatusCompleted || h.s.TotalUsage != 3000 || h.s.Pending != 0 || len(h.s.Stages) != 4 {
+		t.Fatalf("end: %+v", h.s.Detail())
+	}
+	if events, _ := run.Step(h.s, []run.Fact{done(h.s.Stages[1], `{}`)}, t0); events != nil {
+		t.Fatalf("a finished run took events: %v", events)
+	}
+}
+
+func (h *harness) inputOf(st run.Stage) string { return string(h.s.StageInput(st)) }
+
+func TestForEachBoundsParallelismAndCompletesEveryItem(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [0, 1, 2, 3, 4, 5, 6]}`)
+	open := h.step()
+	seen := map[int]bool{}
+	for len(open) > 0 {
+		if len(open) > 3 {
+			t.Fatalf("%d iterations in flight, concurrency is 3", len(open))
+		}
+		st := open[0]
+		open = open[1:]
+		if st.Iteration < 0 || st.ParentStageID == "" || seen[st.Iteration] {
+			t.Fatalf("bad iteration stage %+v", st)
+		}
+		seen[st.Iteration] = true
+		if in, want := h.inputOf(st), fmt.Sprintf(`{"n":%d}`, st.Iteration); in != want {
+			t.Fatalf("iteration %d input %s, want %s", st.Iteration, in, want)
+		}
+		open = append(open, h.step(done(st, `{}`))...)
+	}
+	if len(seen) != 7 || h.s.Status != run.StatusCompleted || h.s.TotalUsage != 7000 {
+		t.Fatalf("seen %v, run %+v", seen, h.s.Detail())
+	}
+	fe := h.s.Stages[1]
+	if fe.Module != workflow.ModuleForEach || fe.Status != run.StageStatusCompleted || string(fe.Output) != `{"count":7}` {
+		t.Fatalf("FOR_EACH stage %+v", fe)
+	}
+}
+
+func TestForEachOverNothingOrNotAnArray(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": []}`)
+	if d := h.step(); len(d) != 0 || h.s.Status != run.StatusCompleted {
+		t.Fatalf("empty items: dispatched %d, status %s", len(d), h.s.Status)
+	}
+	h = start(t, def(t, loop), `{"items": "nope"}`)
+	h.step()
+	if h.s.Status != run.StatusFailed || h.s.Failed != 1 {
+		t.Fatalf("not an array: %+v", h.s.Detail())
+	}
+	var e struct{ Code string }
+	_ = json.Unmarshal(h.s.Stages[1].Error, &e)
+	if e.Code != "not_an_array" {
+		t.Fatalf("FOR_EACH error %s", h.s.Stages[1].Error)
+	}
+}
+
+func TestFailedStageEndsTheRunOnceRunningStagesFinish(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [1, 2]}`)
+	open := h.step()
+	if len(open) != 2 {
+		t.Fatalf("dispatched %d", len(open))
+	}
+	h.step(run.Fact{ExecutionID: open[0].ExecutionID, Kind: run.FactFailed, Error: json.RawMessage(`{"code":"x"}`), At: t0})
+	if h.s.Status.Terminal() {
+		t.Fatal("run ended while a stage still runs")
+	}
+	if d := h.step(done(open[1], `{}`)); len(d) != 0 {
+		t.Fatalf("new stages after a failure: %d", len(d))
+	}
+	if h.s.Status != run.StatusFailed || h.s.Failed != 1 || h.s.TotalUsage != 1000 || h.s.Pending != 0 {
+		t.Fatalf("end: %+v", h.s.Detail())
+	}
+	if fe := h.s.Stages[1]; fe.Status != run.StageStatusFailed {
+		t.Fatalf("FOR_EACH left %s", fe.Status)
+	}
+}
+
+func TestCancelEndsAtOnceAndIgnoresLateResults(t *testing.T) {
+	h := start(t, def(t, linear), `{}`)
+	d := h.step()
+	events, err := run.DecideCancel(h.s, "enough", t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.apply(events)
+	det := h.s.Detail()
+	if det.Status != run.StatusFailed || det.CancelRequestedAt == nil || det.CancelReason == nil || *det.CancelReason != "enough" {
+		t.Fatalf("after cancel: %+v", det)
+	}
+	if det.FailedStageCount != 0 || det.PendingStageCount != 0 || det.RunStages[1].Status != run.StageStatusFailed {
+		t.Fatalf("stages after cancel: %+v", det)
+	}
+	if events, _ := run.Step(h.s, []run.Fact{done(d[0], `{}`)}, t0); events != nil {
+		t.Fatal("late result recorded after cancel")
+	}
+	if _, err := run.DecideCancel(h.s, "", t0); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	ev := h.s.StreamEvent()
+	if ev.Status != run.StatusFailed || ev.Output.CancelRequestedAt == nil || ev.Error == nil {
+		t.Fatalf("stream event %+v", ev)
+	}
+}
+
+func TestRetriedAttemptShowsOnTheStage(t *testing.T) {
+	h := start(t, def(t, linear), `{}`)
+	st := h.step()[0]
+	h.step(run.Fact{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 1, At: t0})
+	h.step(run.Fact{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 2, At: t0})
+	got, _ := h.s.Stage(st.ID)
+	if got.Attempt != 2 || got.Status != run.StageStatusRunning {
+		t.Fatalf("stage after retry: %+v", got)
+	}
+	ev := h.s.StreamEvent()
+	if len(ev.Output.NonTerminalStages) != 1 || ev.Output.NonTerminalStages[0].ExecutionAttempt != 2 || ev.Output.PendingStageCount != 1 {
+		t.Fatalf("stream event %+v", ev.Output)
+	}
+}
+
+func TestStepLeavesItsInputStateAlone(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [1, 2, 3]}`)
+	before := len(h.s.Stages)
+	run.Step(h.s, nil, t0)
+	if len(h.s.Stages) != before || h.s.Pending != 0 {
+		t.Fatalf("Step changed the state it was given: %d stages, %d pending", len(h.s.Stages), h.s.Pending)
+	}
+}

@@ -1,0 +1,293 @@
+package run
+
+import (
+	"encoding/json"
+	"maps"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+// Stage is one stage of a run (SPEC.md 2.5, 2.6).
+type Stage struct {
+	ID            string
+	ComponentID   string
+	Name          string
+	Module        string
+	Iteration     int
+	ParentStageID string
+	Status        StageStatus
+	Output        json.RawMessage
+	Error         json.RawMessage
+	CreditUsage   billing.Credits
+	ExecutionID   string
+	DispatchedAt  time.Time
+	Attempt       int
+	UpdatedAt     time.Time
+}
+
+// forEach is the progress of a FOR_EACH stage.
+type forEach struct {
+	Items       []json.RawMessage
+	Concurrency int
+	// Started counts the iterations admitted (0..Started-1); Done those whose body completed.
+	Started, Done int
+	// completed counts the completed body stages of each open iteration (admitted, not done).
+	completed map[int]int
+}
+
+type stageKey struct {
+	component string
+	iteration int
+}
+
+// State is a run folded from its stream. Evolve changes it in place (a long FOR_EACH run has
+// thousands of stages, too many to copy per event): whoever shares a State makes a Clone.
+type State struct {
+	Exists      bool
+	ID          string
+	WorkflowID  string
+	WorkspaceID string
+	APIKeyID    string
+	TriggerID   string
+	Definition  workflow.Definition
+	Input       json.RawMessage
+	Status      Status
+	Error       json.RawMessage
+
+	Stages       []Stage
+	Pending      int
+	Failed       int
+	TotalUsage   billing.Credits
+	CancelAt     time.Time
+	CancelReason string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+
+	graph     workflow.Graph
+	scope     map[string]bool
+	body      map[string]string // body component -> its FOR_EACH component
+	bodySize  map[string]int    // FOR_EACH component -> body components in scope
+	byID      map[string]int
+	byKey     map[stageKey]int
+	byExec    map[string]int
+	forEaches map[string]*forEach // by stage id
+}
+
+// JobID is the id of the run's trigger stage, returned by the trigger call as jobId.
+func (s *State) JobID() string { return StageID(s.ID, s.TriggerID, NoIteration) }
+
+// Clone copies the state so that evolving the copy leaves s as it is.
+func (s *State) Clone() State {
+	c := *s
+	c.Stages = append([]Stage(nil), s.Stages...)
+	c.byID, c.byKey, c.byExec = maps.Clone(s.byID), maps.Clone(s.byKey), maps.Clone(s.byExec)
+	c.forEaches = make(map[string]*forEach, len(s.forEaches))
+	for id, fe := range s.forEaches {
+		cp := *fe
+		cp.completed = maps.Clone(fe.completed)
+		c.forEaches[id] = &cp
+	}
+	return c
+}
+
+// Stage finds a stage by id.
+func (s *State) Stage(id string) (Stage, bool) {
+	i, ok := s.byID[id]
+	if !ok {
+		return Stage{}, false
+	}
+	return s.Stages[i], true
+}
+
+// StageOfExecution finds the stage an execution runs.
+func (s *State) StageOfExecution(executionID string) (Stage, bool) {
+	i, ok := s.byExec[executionID]
+	if !ok {
+		return Stage{}, false
+	}
+	return s.Stages[i], true
+}
+
+// Evolve applies one event to s in place and returns it.
+func (s State) Evolve(e domain.Event) State {
+	if _, ok := e.(Triggered); !ok && !s.Exists {
+		return s
+	}
+	switch ev := e.(type) {
+	case Triggered:
+		s = s.start(ev)
+	case StagesDispatched:
+		for _, d := range ev.Stages {
+			s.dispatch(d, ev.At)
+		}
+		if s.Status == StatusCreated {
+			s.Status = StatusExecuting
+		}
+	case StageStarted:
+		s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Attempt = StageStatusRunning, ev.Attempt })
+	case StageCompleted:
+		s.complete(ev)
+	case StageFailed:
+		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) {
+			s.Failed++
+		}
+	case CancelRequested:
+		s.CancelAt, s.CancelReason = ev.At, ev.Reason
+	case Finished:
+		s.finish(ev)
+	default:
+		return s
+	}
+	s.UpdatedAt = eventTime(e)
+	return s
+}
+
+func (s State) start(ev Triggered) State {
+	s = State{Exists: true, ID: ev.RunID, WorkflowID: ev.WorkflowID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
+		TriggerID: ev.TriggerID, Definition: ev.Definition, Input: ev.Input, Status: StatusCreated, CreatedAt: ev.At,
+		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
+	s.graph = ev.Definition.Graph()
+	s.scope = s.graph.Reachable(ev.TriggerID)
+	s.body, s.bodySize = map[string]string{}, map[string]int{}
+	for id := range s.scope {
+		if s.graph.Components[id].Module != workflow.ModuleForEach {
+			continue
+		}
+		for b := range s.graph.Body(id) {
+			s.body[b] = id
+			s.bodySize[id]++
+		}
+	}
+	s.dispatch(Dispatch{StageID: s.JobID(), ComponentID: ev.TriggerID, Iteration: NoIteration}, ev.At)
+	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, At: ev.At})
+	return s
+}
+
+func (s *State) dispatch(d Dispatch, at time.Time) {
+	if _, dup := s.byID[d.StageID]; dup {
+		return
+	}
+	c := s.graph.Components[d.ComponentID]
+	st := Stage{ID: d.StageID, ComponentID: c.ID, Name: c.Name, Module: c.Module, Iteration: d.Iteration,
+		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, DispatchedAt: at, Attempt: 1, UpdatedAt: at}
+	s.byID[st.ID] = len(s.Stages)
+	s.byKey[stageKey{c.ID, d.Iteration}] = len(s.Stages)
+	if st.ExecutionID != "" {
+		s.byExec[st.ExecutionID] = len(s.Stages)
+	}
+	if d.ParentStageID != "" {
+		if fe := s.forEaches[d.ParentStageID]; fe != nil && d.Iteration >= fe.Started {
+			for i := fe.Started; i <= d.Iteration; i++ {
+				fe.completed[i] = 0
+			}
+			fe.Started = d.Iteration + 1
+		}
+	}
+	if c.Module == workflow.ModuleForEach {
+		st.Status = StageStatusRunning
+		s.forEaches[st.ID] = s.expand(c)
+	}
+	s.Stages = append(s.Stages, st)
+	s.Pending++
+}
+
+// expand reads a FOR_EACH's items from its upstream's output; a value that is not an array
+// leaves Items nil, which the scheduler turns into the stage's failure.
+func (s *State) expand(c workflow.Component) *forEach {
+	cfg, _ := workflow.ParseForEach(c.Config)
+	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}}
+	in := s.graph.In[c.ID]
+	if len(in) != 1 {
+		return fe
+	}
+	up, ok := s.stageAt(in[0].From, NoIteration)
+	if !ok {
+		return fe
+	}
+	v, _ := workflow.Lookup(up.Output, cfg.Items)
+	var items []json.RawMessage
+	if json.Unmarshal(v, &items) == nil && items != nil {
+		fe.Items = items
+	}
+	return fe
+}
+
+func (s *State) stageAt(component string, iteration int) (Stage, bool) {
+	i, ok := s.byKey[stageKey{component, iteration}]
+	if !ok {
+		return Stage{}, false
+	}
+	return s.Stages[i], true
+}
+
+// change applies f to a stage that is still open.
+func (s *State) change(id string, at time.Time, f func(*Stage)) bool {
+	i, ok := s.byID[id]
+	if !ok || s.Stages[i].Status.Terminal() {
+		return false
+	}
+	st := &s.Stages[i]
+	f(st)
+	st.UpdatedAt = at
+	if st.Status.Terminal() {
+		s.Pending--
+	}
+	return true
+}
+
+func (s *State) complete(ev StageCompleted) {
+	ok := s.change(ev.StageID, ev.At, func(st *Stage) {
+		st.Status, st.Output, st.Error, st.CreditUsage = StageStatusCompleted, ev.Output, nil, ev.CreditUsage
+	})
+	if !ok {
+		return
+	}
+	s.TotalUsage += ev.CreditUsage
+	st := s.Stages[s.byID[ev.StageID]]
+	if st.ParentStageID == "" {
+		return
+	}
+	if fe := s.forEaches[st.ParentStageID]; fe != nil {
+		if _, open := fe.completed[st.Iteration]; !open {
+			return
+		}
+		fe.completed[st.Iteration]++
+		if fe.completed[st.Iteration] == s.bodySize[s.body[st.ComponentID]] {
+			fe.Done++
+			delete(fe.completed, st.Iteration)
+		}
+	}
+}
+
+func (s *State) finish(ev Finished) {
+	s.Status, s.Error = ev.Status, ev.Error
+	for i := range s.Stages {
+		if !s.Stages[i].Status.Terminal() {
+			s.Stages[i].Status, s.Stages[i].Error, s.Stages[i].UpdatedAt = StageStatusFailed, ev.Abort, ev.At
+			s.Pending--
+		}
+	}
+}
+
+func eventTime(e domain.Event) time.Time {
+	switch ev := e.(type) {
+	case Triggered:
+		return ev.At
+	case StagesDispatched:
+		return ev.At
+	case StageStarted:
+		return ev.At
+	case StageCompleted:
+		return ev.At
+	case StageFailed:
+		return ev.At
+	case CancelRequested:
+		return ev.At
+	case Finished:
+		return ev.At
+	}
+	return time.Time{}
+}

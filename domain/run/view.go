@@ -1,0 +1,146 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/switchyard/switchyard/domain/billing"
+)
+
+// StageView is a run stage as SPEC.md 2.5 shows it, with the 2.6 members that place it.
+type StageView struct {
+	ID                    string          `json:"id"`
+	ReferenceID           string          `json:"referenceId"`
+	Name                  string          `json:"name"`
+	Module                string          `json:"module"`
+	Status                StageStatus     `json:"status"`
+	Output                json.RawMessage `json:"output"`
+	Error                 json.RawMessage `json:"error"`
+	CreditUsage           billing.Credits `json:"creditUsage"`
+	Iteration             int             `json:"iteration"`
+	ParentStageID         *string         `json:"parentStageId"`
+	ExecutionEventID      *string         `json:"executionEventId"`
+	ExecutionDispatchedAt *time.Time      `json:"executionDispatchedAt"`
+	ExecutionAttempt      int             `json:"executionAttempt"`
+	UpdatedAt             time.Time       `json:"updatedAt"`
+}
+
+// Detail is the workflow run detail of SPEC.md 2.4.
+type Detail struct {
+	ID                string          `json:"id"`
+	WorkflowID        string          `json:"workflowId"`
+	Status            Status          `json:"status"`
+	PendingStageCount int             `json:"pendingStageCount"`
+	FailedStageCount  int             `json:"failedStageCount"`
+	CancelRequestedAt *time.Time      `json:"cancelRequestedAt"`
+	CancelReason      *string         `json:"cancelReason"`
+	TotalUsage        billing.Credits `json:"totalUsage"`
+	Error             json.RawMessage `json:"error"`
+	CreatedAt         time.Time       `json:"createdAt"`
+	UpdatedAt         time.Time       `json:"updatedAt"`
+	RunStages         []StageView     `json:"runStages"`
+}
+
+// Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
+func (s *State) Detail() Detail {
+	d := Detail{ID: s.ID, WorkflowID: s.WorkflowID, Status: s.Status, PendingStageCount: s.Pending,
+		FailedStageCount: s.Failed, TotalUsage: s.TotalUsage, Error: nullable(s.Error), CreatedAt: s.CreatedAt,
+		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages))}
+	d.CancelRequestedAt, d.CancelReason = s.cancellation()
+	for i, st := range s.Stages {
+		d.RunStages[i] = st.View()
+	}
+	return d
+}
+
+func (s *State) cancellation() (*time.Time, *string) {
+	if s.CancelAt.IsZero() {
+		return nil, nil
+	}
+	at, reason := s.CancelAt, s.CancelReason
+	if reason == "" {
+		return &at, nil
+	}
+	return &at, &reason
+}
+
+// View renders a stage.
+func (st Stage) View() StageView {
+	v := StageView{ID: st.ID, ReferenceID: st.ComponentID, Name: st.Name, Module: st.Module, Status: st.Status,
+		Output: nullable(st.Output), Error: nullable(st.Error), CreditUsage: st.CreditUsage, Iteration: st.Iteration,
+		ExecutionAttempt: st.Attempt, UpdatedAt: st.UpdatedAt}
+	if st.ParentStageID != "" {
+		p := st.ParentStageID
+		v.ParentStageID = &p
+	}
+	if st.ExecutionID != "" {
+		id, at := st.ExecutionID, st.DispatchedAt
+		v.ExecutionEventID, v.ExecutionDispatchedAt = &id, &at
+	}
+	return v
+}
+
+// NonTerminalStage is a stage still open, as a run stream event lists it (SPEC.md 2.6).
+type NonTerminalStage struct {
+	ID                    string      `json:"id"`
+	Module                string      `json:"module"`
+	Status                StageStatus `json:"status"`
+	ReferenceID           string      `json:"referenceId"`
+	Iteration             int         `json:"iteration"`
+	ParentStageID         *string     `json:"parentStageId"`
+	ExecutionEventID      *string     `json:"executionEventId"`
+	ExecutionDispatchedAt *time.Time  `json:"executionDispatchedAt"`
+	ExecutionAttempt      int         `json:"executionAttempt"`
+	UpdatedAt             time.Time   `json:"updatedAt"`
+}
+
+// StreamOutput is the output member of a run stream event.
+type StreamOutput struct {
+	TotalUsage        billing.Credits    `json:"totalUsage"`
+	PendingStageCount int                `json:"pendingStageCount"`
+	FailedStageCount  int                `json:"failedStageCount"`
+	CancelRequestedAt *time.Time         `json:"cancelRequestedAt"`
+	CancelReason      *string            `json:"cancelReason"`
+	NonTerminalStages []NonTerminalStage `json:"nonTerminalStages"`
+}
+
+// StreamEvent is a run stream event (SPEC.md 2.6); Error is set on FAILED.
+type StreamEvent struct {
+	ID        string           `json:"id"`
+	Status    Status           `json:"status"`
+	Output    StreamOutput     `json:"output"`
+	Error     *json.RawMessage `json:"error,omitempty"`
+	Timestamp time.Time        `json:"timestamp"`
+}
+
+// StreamEvent renders the run's current state as a stream event.
+func (s *State) StreamEvent() StreamEvent {
+	e := StreamEvent{ID: s.ID, Status: s.Status, Timestamp: s.UpdatedAt, Output: StreamOutput{TotalUsage: s.TotalUsage,
+		PendingStageCount: s.Pending, FailedStageCount: s.Failed, NonTerminalStages: []NonTerminalStage{}}}
+	e.Output.CancelRequestedAt, e.Output.CancelReason = s.cancellation()
+	if s.Status == StatusFailed {
+		err := nullable(s.Error)
+		e.Error = &err
+	}
+	if s.Status.Terminal() {
+		return e
+	}
+	for _, st := range s.Stages {
+		if st.Status.Terminal() {
+			continue
+		}
+		v := st.View()
+		e.Output.NonTerminalStages = append(e.Output.NonTerminalStages, NonTerminalStage{ID: v.ID, Module: v.Module,
+			Status: v.Status, ReferenceID: v.ReferenceID, Iteration: v.Iteration, ParentStageID: v.ParentStageID,
+			ExecutionEventID: v.ExecutionEventID, ExecutionDispatchedAt: v.ExecutionDispatchedAt,
+			ExecutionAttempt: v.ExecutionAttempt, UpdatedAt: v.UpdatedAt})
+	}
+	return e
+}
+
+func nullable(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

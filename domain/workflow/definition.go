@@ -1,0 +1,237 @@
+// Package workflow is the workflow definition aggregate (SPEC.md 2.7, 2.9, 4.8): components
+// with a module, config and canvas position, edges between them, ON_API_CALLED triggers and
+// FOR_EACH iterators, validated as a whole before any of it is stored.
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+)
+
+// The control modules: they are resolved by the scheduler, not run by the executor.
+const (
+	// ModuleTrigger starts a run when POST /v1/sdk/workflows/:id is called; its output is the
+	// request body (an object, {} when there is none).
+	ModuleTrigger = "ON_API_CALLED"
+	// ModuleForEach runs everything downstream of it once per item of an array.
+	ModuleForEach = "FOR_EACH"
+)
+
+// Limits of a definition.
+const (
+	MaxComponents      = 200
+	MaxNameLength      = 200
+	MaxDescription     = 2000
+	MaxAttempts        = 3
+	DefaultConcurrency = 25
+	MaxConcurrency     = 200
+	// MaxItems bounds the array a FOR_EACH iterates over.
+	MaxItems = 10000
+)
+
+// Position is a component's canvas position [x, y].
+type Position [2]float64
+
+// UnmarshalJSON takes exactly two numbers: encoding/json would drop a third or zero a
+// missing one without a word.
+func (p *Position) UnmarshalJSON(b []byte) error {
+	var xs []float64
+	if err := json.Unmarshal(b, &xs); err != nil || len(xs) != 2 {
+		return errors.New("position must be an array of two numbers [x, y]")
+	}
+	*p = Position{xs[0], xs[1]}
+	return nil
+}
+
+// Component is one node of the workflow graph.
+type Component struct {
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Module   string          `json:"module"`
+	Config   json.RawMessage `json:"config"`
+	Position Position        `json:"position"`
+	// Attempts is how often a failing stage of this component is tried (1 to 3).
+	Attempts  int       `json:"attempts"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Control reports whether the scheduler resolves the component itself.
+func (c Component) Control() bool { return c.Module == ModuleTrigger || c.Module == ModuleForEach }
+
+// Edge feeds From's output into To's input. Without a mapping an object output is merged into
+// the input at the top level (a non-object output lands under the upstream component's id);
+// with one, each input key takes the value at a path into the output (Lookup).
+type Edge struct {
+	From    string            `json:"from"`
+	To      string            `json:"to"`
+	Mapping map[string]string `json:"mapping,omitempty"`
+}
+
+// Definition is what a workflow is made of; a run keeps a copy of the one it started with.
+type Definition struct {
+	Name        string      `json:"name"`
+	Description string      `json:"description"`
+	Components  []Component `json:"components"`
+	Edges       []Edge      `json:"edges"`
+}
+
+// ForEachConfig is the config of a FOR_EACH component.
+type ForEachConfig struct {
+	// Items is the path (Lookup) into the upstream output of the array to iterate over.
+	Items string `json:"items"`
+	// Concurrency bounds the iterations in flight (default DefaultConcurrency).
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// ModuleCheck validates a module component's config: nil, or an error naming the field
+// ("module" for an unknown module, "config..." for the config) as a *domain.ValidationError.
+type ModuleCheck func(module string, config json.RawMessage) error
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// Normalize fills defaults (config {}, attempts 1, name from id) in place. newID supplies ids
+// for components that have none.
+func (d *Definition) Normalize(newID func() string) {
+	d.Name = strings.TrimSpace(d.Name)
+	for i := range d.Components {
+		c := &d.Components[i]
+		if c.ID == "" {
+			c.ID = newID()
+		}
+		if len(c.Config) == 0 || string(c.Config) == "null" {
+			c.Config = json.RawMessage(`{}`)
+		}
+		if c.Attempts == 0 {
+			c.Attempts = 1
+		}
+		if strings.TrimSpace(c.Name) == "" {
+			c.Name = c.ID
+		}
+	}
+	if d.Edges == nil {
+		d.Edges = []Edge{}
+	}
+	if d.Components == nil {
+		d.Components = []Component{}
+	}
+}
+
+// Validate checks a normalized definition; the error names the component or edge at fault.
+func (d Definition) Validate(check ModuleCheck) error {
+	if err := d.validateHeader(); err != nil {
+		return err
+	}
+	index := map[string]int{}
+	for i, c := range d.Components {
+		field := fmt.Sprintf("components[%d]", i)
+		if !idRE.MatchString(c.ID) {
+			return domain.Invalid(field+".id", "must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+		}
+		if _, dup := index[c.ID]; dup {
+			return domain.Invalid(field+".id", "duplicates component %q", c.ID)
+		}
+		index[c.ID] = i
+		if err := validateComponent(field, c, check); err != nil {
+			return err
+		}
+	}
+	g, err := d.graph(index)
+	if err != nil {
+		return err
+	}
+	return g.validate(d)
+}
+
+func (d Definition) validateHeader() error {
+	switch {
+	case d.Name == "":
+		return domain.Invalid("name", "is required")
+	case len(d.Name) > MaxNameLength:
+		return domain.Invalid("name", "must be at most %d characters", MaxNameLength)
+	case len(d.Description) > MaxDescription:
+		return domain.Invalid("description", "must be at most %d characters", MaxDescription)
+	case len(d.Components) == 0:
+		return domain.Invalid("components", "must hold at least one %s component", ModuleTrigger)
+	case len(d.Components) > MaxComponents:
+		return domain.Invalid("components", "must hold at most %d components", MaxComponents)
+	}
+	return nil
+}
+
+func validateComponent(field string, c Component, check ModuleCheck) error {
+	who := fmt.Sprintf("%s (component %q)", field, c.ID)
+	if len(c.Name) > MaxNameLength {
+		return domain.Invalid(who+".name", "must be at most %d characters", MaxNameLength)
+	}
+	if err := ValidPosition(c.Position); err != nil {
+		return domain.Invalid(who+".position", "%s", err)
+	}
+	if c.Attempts < 1 || c.Attempts > MaxAttempts {
+		return domain.Invalid(who+".attempts", "must be an integer from 1 to %d", MaxAttempts)
+	}
+	err := checkConfig(c, check)
+	if ve, ok := err.(*domain.ValidationError); ok {
+		return domain.Invalid(who+"."+ve.Field, "%s", ve.Message)
+	}
+	return err
+}
+
+// checkConfig checks a component's module and config; fields are named from the component.
+func checkConfig(c Component, check ModuleCheck) error {
+	if !isObject(c.Config) {
+		return domain.Invalid("config", "must be a JSON object")
+	}
+	switch c.Module {
+	case "":
+		return domain.Invalid("module", "is required")
+	case ModuleTrigger:
+		return nil
+	case ModuleForEach:
+		_, err := ParseForEach(c.Config)
+		return err
+	default:
+		return check(c.Module, c.Config)
+	}
+}
+
+// ValidPosition checks that a position is two finite numbers.
+func ValidPosition(p Position) error {
+	for _, v := range p {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("must be two finite numbers [x, y]")
+		}
+	}
+	return nil
+}
+
+// ParseForEach reads and checks a FOR_EACH config, applying the default concurrency.
+func ParseForEach(config json.RawMessage) (ForEachConfig, error) {
+	var fc ForEachConfig
+	dec := json.NewDecoder(strings.NewReader(string(config)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fc, domain.Invalid("config", "must be {\"items\": path, \"concurrency\": n}: %v", err)
+	}
+	if strings.TrimSpace(fc.Items) == "" {
+		return fc, domain.Invalid("config.items", "is required: the path of the array to iterate over in the upstream output (\".\" for the whole output)")
+	}
+	if fc.Concurrency == 0 {
+		fc.Concurrency = DefaultConcurrency
+	}
+	if fc.Concurrency < 1 || fc.Concurrency > MaxConcurrency {
+		return fc, domain.Invalid("config.concurrency", "must be from 1 to %d", MaxConcurrency)
+	}
+	return fc, nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}

@@ -1,0 +1,135 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+func checkModules(module string, config json.RawMessage) error {
+	switch module {
+	case "core.echo":
+		if string(config) != "{}" {
+			return domain.Invalid("config.extra", "is not a known field")
+		}
+		return nil
+	default:
+		return domain.Invalid("module", "unknown module %q", module)
+	}
+}
+
+func parse(t *testing.T, js string) workflow.Definition {
+	t.Helper()
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(js), &d); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	d.Normalize(func() string { n++; return "gen" + string(rune('0'+n)) })
+	return d
+}
+
+func TestValidateNamesTheComponentAtFault(t *testing.T) {
+	const trig = `{"id": "t", "module": "ON_API_CALLED"}`
+	cases := []struct {
+		name, def, field string
+	}{
+		{"no name", `{"components": [` + trig + `]}`, "name"},
+		{"no trigger", `{"name": "w", "components": [{"id": "a", "module": "core.echo"}]}`, "components"},
+		{"unknown module", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "nope"}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").module`},
+		{"bad config", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "config": {"x": 1}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").config.extra`},
+		{"dangling edge", `{"name": "w", "components": [` + trig + `], "edges": [{"from": "t", "to": "ghost"}]}`, "edges[0].to"},
+		{"cycle", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo"}, {"id": "b", "module": "core.echo"}],
+			"edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "a"}]}`, `(component "a")`},
+		{"for each without source", `{"name": "w", "components": [` + trig + `, {"id": "e", "module": "FOR_EACH", "config": {}}], "edges": [{"from": "t", "to": "e"}]}`, `components[1] (component "e").config.items`},
+		{"for each without upstream", `{"name": "w", "components": [` + trig + `, {"id": "e", "module": "FOR_EACH", "config": {"items": "."}}]}`, `(component "e")`},
+		{"unreachable", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo"}]}`, `(component "a")`},
+		{"trigger with input", `{"name": "w", "components": [` + trig + `, {"id": "u", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
+			"edges": [{"from": "u", "to": "a"}, {"from": "a", "to": "t"}]}`, `(component "t")`},
+		{"attempts", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "attempts": 4}]}`, "attempts"},
+		{"duplicate id", `{"name": "w", "components": [` + trig + `, ` + trig + `]}`, "components[1].id"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := parse(t, c.def).Validate(checkModules)
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a validation error, got %v", err)
+			}
+			if !strings.Contains(ve.Field, c.field) {
+				t.Fatalf("field %q does not name %q (%v)", ve.Field, c.field, err)
+			}
+		})
+	}
+}
+
+func TestValidDefinitionWithGeneratedIDs(t *testing.T) {
+	d := parse(t, `{"name": "w", "components": [{"module": "ON_API_CALLED", "position": [1.5, -2]}]}`)
+	if err := d.Validate(checkModules); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Components[0]
+	if c.ID != "gen1" || c.Name != "gen1" || c.Attempts != 1 || string(c.Config) != "{}" || c.Position != (workflow.Position{1.5, -2}) {
+		t.Fatalf("normalized component %+v", c)
+	}
+}
+
+func TestComponentUpdateMergesConfigAndKeepsTheRest(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	d := parse(t, `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "config": {"a": 1, "b": 2}}]}`)
+	events, _ := workflow.DecideCreate(workflow.State{}, "wf", "ws", d, now)
+	s := workflow.State{}.Evolve(events[0])
+	events, err := workflow.DecideUpdateComponent(s, "t", workflow.ComponentPatch{Config: json.RawMessage(`{"b": null, "c": 3}`)}, checkModules, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = s.Evolve(events[0])
+	c, _ := s.Component("t")
+	if string(c.Config) != `{"a":1,"c":3}` || c.Name != "t" || !c.UpdatedAt.Equal(now.Add(time.Minute)) || s.Version != 2 {
+		t.Fatalf("after update: %+v (version %d)", c, s.Version)
+	}
+	bad := workflow.Position{0, 0}
+	if _, err := workflow.DecideUpdateComponent(s, "ghost", workflow.ComponentPatch{Position: &bad}, checkModules, now); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown component: %v", err)
+	}
+	empty := " "
+	if _, err := workflow.DecideUpdateComponent(s, "t", workflow.ComponentPatch{Name: &empty}, checkModules, now); !errors.Is(err, domain.ErrInvalid) {
+		t.Fatalf("empty name: %v", err)
+	}
+}
+
+func TestNameReservationFollowsTheHolder(t *testing.T) {
+	now := time.Now()
+	holder := workflow.State{Exists: true, ID: "a", Definition: workflow.Definition{Name: "Daily"}}
+	r := workflow.Reservation{WorkflowID: "a"}
+	if _, err := workflow.DecideReserve(r, holder, "ws", " daily ", "b", now); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("taken name: %v", err)
+	}
+	holder.Deleted = true
+	if events, err := workflow.DecideReserve(r, holder, "ws", "daily", "b", now); err != nil || len(events) != 1 {
+		t.Fatalf("name of a deleted workflow: %v %v", events, err)
+	}
+}
+
+func TestLookupAndBuildInput(t *testing.T) {
+	doc := json.RawMessage(`{"body": {"items": [{"name": "x"}]}}`)
+	if v, ok := workflow.Lookup(doc, "body.items.0.name"); !ok || string(v) != `"x"` {
+		t.Fatalf("lookup: %s %v", v, ok)
+	}
+	if v, ok := workflow.Lookup(doc, "body.missing"); ok || string(v) != "null" {
+		t.Fatalf("missing: %s %v", v, ok)
+	}
+	in := workflow.BuildInput([]workflow.Upstream{
+		{Edge: workflow.Edge{From: "a"}, Output: json.RawMessage(`{"k": 1}`)},
+		{Edge: workflow.Edge{From: "b"}, Output: json.RawMessage(`[1]`)},
+		{Edge: workflow.Edge{From: "c", Mapping: map[string]string{"name": "body.items.0.name"}}, Output: doc},
+	})
+	if string(in) != `{"b":[1],"k":1,"name":"x"}` {
+		t.Fatalf("input %s", in)
+	}
+}

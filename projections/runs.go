@@ -1,0 +1,79 @@
+package projections
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// Runs projects workflow runs: what the scheduler's sweep looks for (runs that stopped
+// moving) and what operators list. Run details are folded from the run's stream.
+type Runs struct{}
+
+// Name implements Projector.
+func (Runs) Name() string { return "runs" }
+
+// Tables implements Projector.
+func (Runs) Tables() []string { return []string{"runs"} }
+
+// Filter implements Projector.
+func (Runs) Filter() eventstore.Filter {
+	return eventstore.Filter{Types: typesOf(run.Triggered{}, run.StagesDispatched{}, run.StageStarted{},
+		run.StageCompleted{}, run.StageFailed{}, run.Finished{})}
+}
+
+// Migrate implements Projector.
+func (Runs) Migrate(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `
+	CREATE TABLE IF NOT EXISTS runs (
+		id           uuid PRIMARY KEY,
+		workspace_id text NOT NULL,
+		workflow_id  text NOT NULL,
+		status       text NOT NULL,
+		created_at   timestamptz NOT NULL,
+		updated_at   timestamptz NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (updated_at) WHERE status IN ('CREATED', 'EXECUTING');
+	CREATE INDEX IF NOT EXISTS runs_workflow ON runs (workflow_id, created_at DESC);`)
+	return err
+}
+
+// Apply implements Projector.
+func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) error {
+	e, err := decode(ev)
+	if err != nil {
+		return err
+	}
+	switch e := e.(type) {
+	case run.Triggered:
+		tx.Exec(`INSERT INTO runs (id, workspace_id, workflow_id, status, created_at, updated_at)
+			VALUES ($1, $2, $3, 'CREATED', $4, $4) ON CONFLICT (id) DO NOTHING`, e.RunID, e.WorkspaceID, e.WorkflowID, e.At)
+	case run.StagesDispatched:
+		tx.Exec(`UPDATE runs SET status = 'EXECUTING', updated_at = $2 WHERE id = $1 AND status = 'CREATED'`, e.RunID, e.At)
+		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+	case run.StageStarted:
+		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+	case run.StageCompleted:
+		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+	case run.StageFailed:
+		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+	case run.Finished:
+		tx.Exec(`UPDATE runs SET status = $2, updated_at = $3 WHERE id = $1`, e.RunID, string(e.Status), e.At)
+	}
+	return nil
+}
+
+// UnfinishedRuns lists up to limit runs not finished and not changed since before: the
+// scheduler reconciles them with their stage executions.
+func (q *Queries) UnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	rows, err := q.db.Query(ctx, `SELECT id::text FROM runs WHERE status IN ('CREATED', 'EXECUTING') AND updated_at < $1
+		ORDER BY updated_at LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
