@@ -232,14 +232,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler) http.Handler {
 		if !a.fresh(w, r, sig, ts) {
 			return
 		}
-		d := a.limiter.take(key.ID, cost, now)
-		hdr := w.Header()
-		hdr.Set("RateLimit-Limit", strconv.Itoa(d.limit))
-		hdr.Set("RateLimit-Remaining", strconv.Itoa(d.remaining))
-		hdr.Set("RateLimit-Reset", strconv.Itoa(d.reset))
-		if !d.allowed {
-			hdr.Set("Retry-After", strconv.Itoa(d.retryAfter))
-			WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
+		if !a.limit(w, key.ID, cost, now) {
 			return
 		}
 		caller := Caller{KeyID: key.ID, WorkspaceID: key.WorkspaceID, AllowedWorkflowIDs: append([]string{}, key.AllowedWorkflowIDs...)}
@@ -247,6 +240,28 @@ func (a *SDKAuth) Route(cost int, h http.Handler) http.Handler {
 		ctx = WithLogger(ctx, LoggerFrom(ctx).WithFields(logrus.Fields{"workspaceId": key.WorkspaceID, "apiKeyId": key.ID}))
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// Limit spends cost tokens of key's bucket in the limiter of the SDK endpoints and sets the
+// RateLimit-* headers; when the bucket is short it answers 429 with Retry-After and reports
+// false. Other credentials (MCP tokens) share the limiter, and so its configuration, under
+// keys of their own.
+func (a *SDKAuth) Limit(w http.ResponseWriter, key string, cost int) bool {
+	return a.limit(w, key, max(cost, 1), a.opts.Now())
+}
+
+func (a *SDKAuth) limit(w http.ResponseWriter, key string, cost int, now time.Time) bool {
+	d := a.limiter.take(key, cost, now)
+	hdr := w.Header()
+	hdr.Set("RateLimit-Limit", strconv.Itoa(d.limit))
+	hdr.Set("RateLimit-Remaining", strconv.Itoa(d.remaining))
+	hdr.Set("RateLimit-Reset", strconv.Itoa(d.reset))
+	if !d.allowed {
+		hdr.Set("Retry-After", strconv.Itoa(d.retryAfter))
+		WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
+		return false
+	}
+	return true
 }
 
 // fresh refuses a state-changing request whose signature was accepted before. It runs after

@@ -31,6 +31,8 @@ func (s *Workspaces) Mount(v1 *mux.Router) {
 	r.Handle("/billing/transactions", s.with(identity.ScopeReadBilling, s.transactions)).Methods(http.MethodGet)
 	r.Handle("/workflows", s.with(identity.ScopeWorkspaceRead, s.workflows)).Methods(http.MethodGet)
 	r.Handle("/api-keys", s.with(identity.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
+	s.mountMCPTokens(r)
+	s.mountWorkflows(r)
 }
 
 // with authenticates the bearer, then checks the workspace and scope before calling h.

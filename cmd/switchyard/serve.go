@@ -12,10 +12,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 )
 
@@ -39,7 +42,7 @@ func newServeCmd() *cobra.Command {
 // the shutdown timeout to finish, and the executor lets running modules end. ready, if set,
 // receives the bound address once listening.
 func (a *app) serve(ctx context.Context, ready chan<- string) error {
-	hub := livehub.New(a.store, eventstore.Filter{Categories: []string{execution.Category}}, a.log)
+	hub := livehub.New(a.store, eventstore.Filter{Categories: []string{execution.Category, run.Category}}, a.log)
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}
@@ -60,6 +63,10 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	sdk := &httpapi.SDKComponents{Cmds: a.cmds, Registry: a.modules, Hub: hub, Sealer: a.sealer, Auth: auth, CacheWindow: a.cfg.CacheWindow,
 		Heartbeat: a.cfg.SSEHeartbeat}
 	sdk.Mount(srv.V1)
+	(&httpapi.SDKWorkflows{Cmds: a.cmds, Queries: a.queries, Hub: hub, Auth: auth, Heartbeat: a.cfg.SSEHeartbeat}).Mount(srv.V1)
+	// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.
+	(&httpapi.MCP{Cmds: a.cmds, Queries: a.queries, Registry: a.modules, Hub: hub, RateLimit: auth.Limit,
+		CacheWindow: a.cfg.CacheWindow, Logger: a.log}).Mount(srv.V1)
 	// Identity: the OIDC provider at the root, the workspace endpoints (SPEC.md 4.9) under /v1.
 	idp, err := a.identityProvider(ctx)
 	if err != nil {
@@ -69,6 +76,10 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	(&httpapi.Workspaces{Cmds: a.cmds, Queries: a.queries, Auth: idp}).Mount(srv.V1)
 	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Options{
 		Concurrency: a.cfg.ExecutorConcurrency, DrainTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+	sched := scheduler.New(a.cmds, a.queries, scheduler.Options{Logger: a.log,
+		Lock: func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
+		}})
 	hooks := webhooks.New(a.cmds, a.queries, a.sealer, webhooks.Options{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
@@ -80,6 +91,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	g.Go(func() error { return a.engine.Run(gctx) })
 	if !a.noExecutor {
 		g.Go(func() error { return exec.Run(gctx) })
+		g.Go(func() error { return sched.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })

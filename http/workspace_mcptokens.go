@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/identity"
+)
+
+// mountMCPTokens adds the workspace's MCP token endpoints (docs/mcp.md). Minting a token hands
+// out the power to run billed work, so every one of them needs workspace:admin.
+func (s *Workspaces) mountMCPTokens(r *mux.Router) {
+	r.Handle("/mcp-tokens", s.with(identity.ScopeWorkspaceAdmin, s.mintMCPToken)).Methods(http.MethodPost)
+	r.Handle("/mcp-tokens", s.with(identity.ScopeWorkspaceAdmin, s.listMCPTokens)).Methods(http.MethodGet)
+	r.Handle("/mcp-tokens/{tokenId}", s.with(identity.ScopeWorkspaceAdmin, s.revokeMCPToken)).Methods(http.MethodDelete)
+}
+
+func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws string) {
+	var body struct {
+		Label     string     `json:"label"`
+		ExpiresAt *time.Time `json:"expiresAt"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		if IsBodyTooLarge(err) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit")
+			return
+		}
+		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label and expiresAt: "+err.Error())
+		return
+	}
+	m, err := s.Cmds.MintMCPToken(mcpTokenActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	// The token is shown this once: no cache may keep a copy.
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, http.StatusCreated, m)
+}
+
+func (s *Workspaces) listMCPTokens(w http.ResponseWriter, r *http.Request, ws string) {
+	p, err := ParsePage(r)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	list, total, err := s.Queries.MCPTokensOf(r.Context(), ws, p)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WritePage(w, list, total, p)
+}
+
+func (s *Workspaces) revokeMCPToken(w http.ResponseWriter, r *http.Request, ws string) {
+	id := mux.Vars(r)["tokenId"]
+	err := s.Cmds.RevokeMCPToken(mcpTokenActor(r), ws, id, "")
+	if errors.Is(err, domain.ErrNotFound) {
+		WriteError(w, http.StatusNotFound, "MCP token "+id+" not found")
+		return
+	}
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// mcpTokenActor records who acted in the events the request appends.
+func mcpTokenActor(r *http.Request) context.Context {
+	ctx := r.Context()
+	if p, ok := PrincipalFrom(ctx); ok {
+		source := "workspace-api:" + p.ClientID
+		if p.Session {
+			source = "dashboard"
+		}
+		ctx = commands.WithMetadata(ctx, commands.Metadata{Actor: p.UserID, Source: source})
+	}
+	return ctx
+}
