@@ -345,3 +345,54 @@ func readRunStream(t *testing.T, c *rawCaller, id string) []map[string]any {
 	}
 	return events
 }
+
+func TestSIGKILLDuringAForEachRun(t *testing.T) {
+	const n = 200
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	c := svc.caller(t, svc.key)
+	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "crash", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 10}},
+		{"id": "work", "module": "core.delay", "config": {"ms": 100}}],
+	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"i": "index"}}]}`)
+	items := make([]string, n)
+	for i := range items {
+		items[i] = strconv.Itoa(i)
+	}
+	id := c.trigger(t, wf["id"].(string), `{"items": [`+strings.Join(items, ",")+`]}`)
+	// 200 iterations of 100 ms, 10 at a time, take 2 s or more: kill once some are done.
+	pollRun(t, c, id, 60*time.Second, func(m map[string]any) bool {
+		if terminal(m) {
+			t.Fatalf("the premise failed: the run ended before the kill: %v", m["status"])
+		}
+		return m["totalUsage"].(float64) >= 20
+	})
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	m := pollRun(t, c, id, 120*time.Second, terminal)
+	if m["status"] != "COMPLETED" || m["totalUsage"] != float64(n) {
+		t.Fatalf("run after the crash: %v, usage %v", m["status"], m["totalUsage"])
+	}
+	done := map[float64]bool{}
+	for _, s := range stages(m) {
+		if s["referenceId"] != "work" {
+			continue
+		}
+		it := s["iteration"].(float64)
+		if done[it] || s["status"] != "COMPLETED" || s["creditUsage"] != float64(1) {
+			t.Fatalf("iteration stage %v", s)
+		}
+		done[it] = true
+	}
+	if len(done) != n {
+		t.Fatalf("%d iterations completed, want %d", len(done), n)
+	}
+	restarted.stop(t, 30*time.Second)
+	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-n {
+		t.Fatalf("balance after %d iterations of 1 credit = %v, want %d: some ran twice to completion or were not charged", n, total, 1000-n)
+	}
+}
