@@ -30,7 +30,7 @@ func quietLog() logrus.FieldLogger {
 }
 
 // startExecutor runs an executor as a serve process would.
-func startExecutor(t *testing.T, env *testenv.Env) {
+func startExecutor(t testing.TB, env *testenv.Env) {
 	t.Helper()
 	cmds := commands.New(env.Store)
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
@@ -46,7 +46,7 @@ func startExecutor(t *testing.T, env *testenv.Env) {
 }
 
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.
-func startScheduler(t *testing.T, env *testenv.Env) context.CancelFunc {
+func startScheduler(t testing.TB, env *testenv.Env) context.CancelFunc {
 	t.Helper()
 	s := scheduler.New(commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Options{Logger: quietLog(),
 		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
@@ -56,7 +56,7 @@ func startScheduler(t *testing.T, env *testenv.Env) context.CancelFunc {
 	return testenv.Go(t, s.Run)
 }
 
-func create(t *testing.T, env *testenv.Env, ws, def string) workflow.State {
+func create(t testing.TB, env *testenv.Env, ws, def string) workflow.State {
 	t.Helper()
 	var d workflow.Definition
 	if err := json.Unmarshal([]byte(def), &d); err != nil {
@@ -69,7 +69,7 @@ func create(t *testing.T, env *testenv.Env, ws, def string) workflow.State {
 	return wf
 }
 
-func trigger(t *testing.T, env *testenv.Env, ws string, wf workflow.State, input string) string {
+func trigger(t testing.TB, env *testenv.Env, ws string, wf workflow.State, input string) string {
 	t.Helper()
 	runs, err := env.Cmds.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)})
 	if err != nil || len(runs) != 1 {
@@ -78,7 +78,7 @@ func trigger(t *testing.T, env *testenv.Env, ws string, wf workflow.State, input
 	return runs[0].RunID
 }
 
-func waitRun(t *testing.T, env *testenv.Env, id string) run.State {
+func waitRun(t testing.TB, env *testenv.Env, id string) run.State {
 	t.Helper()
 	var st run.State
 	testenv.Eventually(t, 60*time.Second, "run "+id+" to end", func() bool {
