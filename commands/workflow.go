@@ -85,7 +85,7 @@ func (h *Handler) reserveWorkflowName(ctx context.Context, workspaceID, name, wo
 		}
 		events, err := workflow.DecideReserve(r, holder, workspaceID, name, workflowID, h.now())
 		if errors.Is(err, domain.ErrConflict) {
-			return nil, fmt.Errorf("a workflow named %q already exists in this workspace: %w", name, err)
+			return nil, domain.Conflict("a workflow named %q already exists in this workspace", name)
 		}
 		return events, err
 	})

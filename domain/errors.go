@@ -30,3 +30,17 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 func Invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
+
+// ConflictError is a conflict whose message is safe to show the caller (a 409 that says what
+// clashed).
+type ConflictError struct{ Message string }
+
+func (e *ConflictError) Error() string { return e.Message }
+
+// Unwrap makes errors.Is(err, ErrConflict) match.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Conflict builds a ConflictError.
+func Conflict(format string, args ...any) error {
+	return &ConflictError{Message: fmt.Sprintf(format, args...)}
+}

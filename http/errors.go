@@ -54,6 +54,10 @@ func WriteDomainError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func conflictMessage(err error) string {
+	var ce *domain.ConflictError
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
 	if errors.Is(err, domain.ErrAlreadyExists) {
 		return "already exists"
 	}

@@ -34,7 +34,7 @@ func DecideCancel(s State, reason string, now time.Time) ([]domain.Event, error)
 		return nil, domain.Invalid("reason", "must be at most %d characters", MaxReasonLength)
 	}
 	if s.Status.Terminal() {
-		return nil, fmt.Errorf("run %s is already %s: %w", s.ID, s.Status, domain.ErrConflict)
+		return nil, domain.Conflict("run %s has already finished (%s); only a running run can be cancelled", s.ID, s.Status)
 	}
 	msg := "the run was canceled"
 	if reason != "" {

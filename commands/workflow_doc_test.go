@@ -1,0 +1,39 @@
+package commands
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+// TestWorkflowDocExamplesAreValid keeps docs/workflows.md honest: every JSON definition in it
+// passes the validation a create does, against the built-in modules.
+func TestWorkflowDocExamplesAreValid(t *testing.T) {
+	doc, err := os.ReadFile("../docs/workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(nil)
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	checked := 0
+	for _, b := range blocks {
+		if !strings.Contains(b[1], `"components"`) {
+			continue
+		}
+		var d workflow.Definition
+		if err := json.Unmarshal([]byte(b[1]), &d); err != nil {
+			t.Fatalf("example does not parse: %v\n%s", err, b[1])
+		}
+		if _, err := h.prepareDefinition(d); err != nil {
+			t.Fatalf("example %q is invalid: %v", d.Name, err)
+		}
+		checked++
+	}
+	if checked < 4 {
+		t.Fatalf("found %d definitions in docs/workflows.md, want the format example and three worked examples", checked)
+	}
+}
