@@ -74,6 +74,8 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	}
 	idp.Mount(srv.Router, srv.V1)
 	(&httpapi.Workspaces{Cmds: a.cmds, Queries: a.queries, Auth: idp}).Mount(srv.V1)
+	// The dashboard's run page (session cookie; members of the run's workspace).
+	(&httpapi.DashboardRuns{Cmds: a.cmds, Hub: hub, Auth: idp, Heartbeat: a.cfg.SSEHeartbeat}).Mount(srv.Router)
 	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Options{
 		Concurrency: a.cfg.ExecutorConcurrency, DrainTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 	sched := scheduler.New(a.cmds, a.queries, scheduler.Options{Logger: a.log,
