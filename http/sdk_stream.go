@@ -72,32 +72,51 @@ func (f *executionFeed) terminal() bool { return f.state.Status.Terminal() }
 // advance reads the events after those folded and returns the changes of status among them.
 func (f *executionFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
+	_, err := foldStream(ctx, f.store, f.stream, &f.next, func(rev uint64, ev domain.Event) error {
+		before := f.state.Status
+		f.state = f.state.Evolve(ev)
+		f.exists = f.state.Exists
+		if f.state.Status == before {
+			return nil
+		}
+		data, err := json.Marshal(streamEventOf(f.state))
+		if err != nil {
+			return fmt.Errorf("encode stream event: %w", err)
+		}
+		out = append(out, sseMessage{revision: rev, data: data})
+		return nil
+	})
+	return out, err
+}
+
+// sseReadBatch is how many events a stream's feed reads at a time.
+const sseReadBatch = 256
+
+// foldStream reads stream from *next to its end, decoding each event for apply and moving
+// *next past it. It reports whether any event was read; a stream that does not exist is
+// empty.
+func foldStream(ctx context.Context, store eventstore.Store, stream string, next *uint64, apply func(rev uint64, ev domain.Event) error) (bool, error) {
+	read := false
 	for {
-		recs, err := f.store.ReadStream(ctx, f.stream, f.next, 256)
+		recs, err := store.ReadStream(ctx, stream, *next, sseReadBatch)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil, nil
+			return read, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.stream, err)
+			return read, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for _, rec := range recs {
 			ev, err := domain.Events.Decode(rec.Type, rec.Data)
 			if err != nil {
-				return nil, fmt.Errorf("fold %s@%d: %w", f.stream, rec.Revision, err)
+				return read, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
 			}
-			before := f.state.Status
-			f.state = f.state.Evolve(ev)
-			f.next, f.exists = rec.Revision+1, f.state.Exists
-			if f.state.Status != before {
-				data, err := json.Marshal(streamEventOf(f.state))
-				if err != nil {
-					return nil, fmt.Errorf("encode stream event: %w", err)
-				}
-				out = append(out, sseMessage{revision: rec.Revision, data: data})
+			if err := apply(rec.Revision, ev); err != nil {
+				return read, err
 			}
+			*next, read = rec.Revision+1, true
 		}
-		if len(recs) < 256 {
-			return out, nil
+		if len(recs) < sseReadBatch {
+			return read, nil
 		}
 	}
 }

@@ -308,44 +308,30 @@ func (f *runFeed) terminal() bool { return f.state.Status.Terminal() }
 
 func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
-	read := false
-	for {
-		recs, err := f.store.ReadStream(ctx, f.stream, f.next, 512)
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil, nil
+	read, err := foldStream(ctx, f.store, f.stream, &f.next, func(rev uint64, ev domain.Event) error {
+		before := f.state.Status
+		f.state = f.state.Evolve(ev)
+		if f.state.Status == before {
+			return nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.stream, err)
-		}
-		for _, rec := range recs {
-			ev, err := domain.Events.Decode(rec.Type, rec.Data)
-			if err != nil {
-				return nil, fmt.Errorf("fold %s@%d: %w", f.stream, rec.Revision, err)
-			}
-			before := f.state.Status
-			f.state = f.state.Evolve(ev)
-			f.next, read = rec.Revision+1, true
-			if f.state.Status != before {
-				if out, err = f.appendState(out); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if len(recs) < 512 {
-			break
-		}
+		var err error
+		out, err = f.appendState(out, rev)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if read && (len(out) == 0 || out[len(out)-1].revision != f.next-1) {
-		return f.appendState(out)
+		return f.appendState(out, f.next-1)
 	}
 	return out, nil
 }
 
-// appendState adds a message of the state folded so far.
-func (f *runFeed) appendState(out []sseMessage) ([]sseMessage, error) {
+// appendState adds a message of the state folded so far, reached at revision rev.
+func (f *runFeed) appendState(out []sseMessage, rev uint64) ([]sseMessage, error) {
 	data, err := json.Marshal(f.state.StreamEvent())
 	if err != nil {
 		return nil, fmt.Errorf("encode run stream event: %w", err)
 	}
-	return append(out, sseMessage{revision: f.next - 1, data: data}), nil
+	return append(out, sseMessage{revision: rev, data: data}), nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -38,7 +37,7 @@ func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws str
 		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label and expiresAt: "+err.Error())
 		return
 	}
-	m, err := s.Cmds.MintMCPToken(mcpTokenActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})
+	m, err := s.Cmds.MintMCPToken(withActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -64,7 +63,7 @@ func (s *Workspaces) listMCPTokens(w http.ResponseWriter, r *http.Request, ws st
 
 func (s *Workspaces) revokeMCPToken(w http.ResponseWriter, r *http.Request, ws string) {
 	id := mux.Vars(r)["tokenId"]
-	err := s.Cmds.RevokeMCPToken(mcpTokenActor(r), ws, id, "")
+	err := s.Cmds.RevokeMCPToken(withActor(r), ws, id, "")
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "MCP token "+id+" not found")
 		return
@@ -74,17 +73,4 @@ func (s *Workspaces) revokeMCPToken(w http.ResponseWriter, r *http.Request, ws s
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// mcpTokenActor records who acted in the events the request appends.
-func mcpTokenActor(r *http.Request) context.Context {
-	ctx := r.Context()
-	if p, ok := PrincipalFrom(ctx); ok {
-		source := "workspace-api:" + p.ClientID
-		if p.Session {
-			source = "dashboard"
-		}
-		ctx = commands.WithMetadata(ctx, commands.Metadata{Actor: p.UserID, Source: source})
-	}
-	return ctx
 }

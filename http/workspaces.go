@@ -121,11 +121,7 @@ func (s *Workspaces) createAPIKey(w http.ResponseWriter, r *http.Request, ws str
 		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label, allowedWorkflowIds and expiresAt: "+err.Error())
 		return
 	}
-	ctx := r.Context()
-	if p, ok := PrincipalFrom(ctx); ok {
-		ctx = commands.WithMetadata(ctx, commands.Metadata{Actor: p.UserID, Source: "workspace-api:" + p.ClientID})
-	}
-	m, err := s.Cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,
+	m, err := s.Cmds.CreateAPIKey(withActor(r), commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,
 		AllowedWorkflowIDs: body.AllowedWorkflowIDs, ExpiresAt: body.ExpiresAt})
 	if err != nil {
 		WriteDomainError(w, r, err)
