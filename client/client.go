@@ -30,6 +30,7 @@ type Client struct {
 	httpClient *http.Client
 	now        func() time.Time
 	maxRetries int
+	backoff    time.Duration
 }
 
 // Option configures a Client.
@@ -40,6 +41,10 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.httpClie
 
 // WithRetries sets how often a 429 or 502 answer is retried (default 3; 0 disables).
 func WithRetries(n int) Option { return func(c *Client) { c.maxRetries = n } }
+
+// WithBackoff sets the first wait before retrying a 502, or a 429 without Retry-After
+// (default 250 ms); each further retry doubles it, with jitter.
+func WithBackoff(d time.Duration) Option { return func(c *Client) { c.backoff = d } }
 
 // WithClock replaces the clock used for request timestamps, for tests.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
@@ -55,7 +60,7 @@ func New(baseURL, apiKey, apiSecret string, opts ...Option) (*Client, error) {
 		return nil, errors.New("client: the API key must begin with ws_")
 	}
 	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), apiKey: apiKey, key: key,
-		httpClient: &http.Client{Timeout: 30 * time.Second}, now: time.Now, maxRetries: 3}
+		httpClient: &http.Client{Timeout: 30 * time.Second}, now: time.Now, maxRetries: 3, backoff: 250 * time.Millisecond}
 	for _, o := range opts {
 		o(c)
 	}
@@ -100,6 +105,8 @@ type Error struct {
 	Message    string `json:"message"`
 	// RetryAfter is the server's Retry-After, when it sent one.
 	RetryAfter time.Duration `json:"-"`
+	// retryAfterSet tells a Retry-After of 0 (retry at once) from none.
+	retryAfterSet bool
 }
 
 func (e *Error) Error() string {
@@ -112,7 +119,10 @@ func IsStatus(err error, code int) bool {
 	return errors.As(err, &e) && e.StatusCode == code
 }
 
-// do sends a signed request and decodes a 2xx JSON answer into out (unless nil).
+// do sends a signed request and decodes a 2xx JSON answer into out (unless nil). A 429 is
+// retried after the server's Retry-After; a 502, or a 429 without Retry-After, after an
+// exponential backoff with jitter; at most maxRetries times. A wait that would outlast ctx's
+// deadline is not started: the last answer is returned at once instead.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	var payload []byte
 	if body != nil {
@@ -129,13 +139,18 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			return err
 		}
 		wait := apiErr.RetryAfter
-		if wait <= 0 {
-			wait = time.Duration(float64(250*time.Millisecond<<attempt) * (0.5 + rand.Float64()))
+		if apiErr.StatusCode != http.StatusTooManyRequests || !apiErr.retryAfterSet {
+			wait = time.Duration(float64(c.backoff<<attempt) * (0.5 + rand.Float64()))
 		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return err
-		case <-time.After(wait):
+		case <-t.C:
 		}
 	}
 }
@@ -195,10 +210,24 @@ func errorOf(resp *http.Response, data []byte) error {
 	if e.Message == "" {
 		e.Message = strings.TrimSpace(string(data))
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
+	e.RetryAfter, e.retryAfterSet = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
+}
+
+// retryAfter reads Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). ok is false
+// when the header is absent or malformed; a date in the past means at once.
+func retryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(s, 0)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 func querySep(path string) string {

@@ -103,6 +103,15 @@ type Page[T any] struct {
 
 // ListModules lists the modules the service runs (page from 1, limit up to 100).
 func (c *Client) ListModules(ctx context.Context, page, limit int) (*Page[Module], error) {
+	var out Page[Module]
+	if err := c.do(ctx, http.MethodGet, "/v1/sdk/modules"+pageQuery(page, limit), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// pageQuery is the query string of a list request; zero values are left to the server.
+func pageQuery(page, limit int) string {
 	q := url.Values{}
 	if page > 0 {
 		q.Set("page", itoa(page))
@@ -110,15 +119,10 @@ func (c *Client) ListModules(ctx context.Context, page, limit int) (*Page[Module
 	if limit > 0 {
 		q.Set("limit", itoa(limit))
 	}
-	path := "/v1/sdk/modules"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(q) == 0 {
+		return ""
 	}
-	var out Page[Module]
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return "?" + q.Encode()
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

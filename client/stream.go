@@ -15,11 +15,11 @@ import (
 	"time"
 )
 
-// ErrTimeout is WaitForResult's error when the timeout passes first; its text is the one
-// SPEC.md 7 prescribes.
+// ErrTimeout is the error of WaitForResult and WaitForRun when the timeout passes first; its
+// text is the one SPEC.md 7 prescribes.
 var ErrTimeout = errors.New("Execution timed out") //nolint:staticcheck // the exact text is specified
 
-// DefaultWaitTimeout is WaitForResult's timeout when none is given (SPEC.md 8).
+// DefaultWaitTimeout is the wait helpers' timeout when none is given (SPEC.md 8).
 const DefaultWaitTimeout = 60000 * time.Millisecond
 
 // StreamEvent is a component execution stream event (SPEC.md 2.3). Output is set only on
@@ -37,7 +37,9 @@ type StreamEvent struct {
 // Terminal reports whether the event ends the stream.
 func (e *StreamEvent) Terminal() bool { return e.Status == StatusCompleted || e.Status == StatusFailed }
 
-// StreamOptions tunes StreamExecution.
+func (e *StreamEvent) setEventID(id string) { e.EventID = id }
+
+// StreamOptions tunes StreamExecution and StreamRun.
 type StreamOptions struct {
 	// LastEventID resumes after the message with this SSE id.
 	LastEventID string
@@ -52,6 +54,45 @@ type StreamOptions struct {
 // *Error for an answer such as 404, or the connection's error once reconnecting gave up.
 // Stopping the range loop closes the connection.
 func (c *Client) StreamExecution(ctx context.Context, executionID string, opts *StreamOptions) iter.Seq2[*StreamEvent, error] {
+	return follow[StreamEvent](c, ctx, "/v1/sdk/components/executions/"+url.PathEscape(executionID)+"/stream", opts)
+}
+
+// WaitOptions tunes WaitForResult and WaitForRun.
+type WaitOptions struct {
+	// TimeoutMs bounds the wait (default 60000).
+	TimeoutMs int
+}
+
+// WaitForResult follows the execution's stream until it is COMPLETED or FAILED and returns the
+// terminal event (Output or Error set). When the timeout passes first the error is ErrTimeout,
+// whose text reads "Execution timed out". The caller's ctx ending returns ctx's error.
+func (c *Client) WaitForResult(ctx context.Context, executionID string, opts *WaitOptions) (*StreamEvent, error) {
+	return waitFor(ctx, opts, func(wctx context.Context, so *StreamOptions) iter.Seq2[*StreamEvent, error] {
+		return c.StreamExecution(wctx, executionID, so)
+	})
+}
+
+// ReplayCallback re-delivers the terminal webhook of a finished execution (SPEC.md 4.4) and
+// returns the record. A replay while a delivery is still pending queues nothing more.
+func (c *Client) ReplayCallback(ctx context.Context, executionID string) (*Execution, error) {
+	var out Execution
+	if err := c.do(ctx, http.MethodPost, "/v1/sdk/components/executions/"+url.PathEscape(executionID)+"/replay-callback", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// streamEvent is what a stream carries: a JSON message that knows whether it ends the stream
+// and remembers its SSE id. Both the execution and the run stream fit it, so they share one
+// reader with one reconnection policy.
+type streamEvent[E any] interface {
+	*E
+	Terminal() bool
+	setEventID(string)
+}
+
+// follow reads the SSE stream at path with reconnection (see StreamExecution).
+func follow[E any, P streamEvent[E]](c *Client, ctx context.Context, path string, opts *StreamOptions) iter.Seq2[P, error] {
 	var o StreamOptions
 	if opts != nil {
 		o = *opts
@@ -59,11 +100,11 @@ func (c *Client) StreamExecution(ctx context.Context, executionID string, opts *
 	if o.MaxReconnects == 0 {
 		o.MaxReconnects = 5
 	}
-	return func(yield func(*StreamEvent, error) bool) {
+	return func(yield func(P, error) bool) {
 		lastID, retry, failures := o.LastEventID, 2*time.Second, 0
 		for {
-			got, stop, err := c.streamOnce(ctx, executionID, lastID, &retry, func(e *StreamEvent) bool {
-				lastID = e.EventID
+			got, stop, err := streamOnce[E, P](c, ctx, path, lastID, &retry, func(e P, id string) bool {
+				lastID = id
 				return yield(e, nil)
 			})
 			if stop {
@@ -75,7 +116,7 @@ func (c *Client) StreamExecution(ctx context.Context, executionID string, opts *
 			var apiErr *Error
 			if ctx.Err() != nil || errors.As(err, &apiErr) || failures >= o.MaxReconnects || o.MaxReconnects < 0 {
 				if err == nil {
-					err = errors.New("client: the stream ended before the execution finished")
+					err = errors.New("client: the stream ended before it reached a terminal status")
 				}
 				if ctx.Err() != nil {
 					err = ctx.Err()
@@ -94,10 +135,10 @@ func (c *Client) StreamExecution(ctx context.Context, executionID string, opts *
 
 // streamOnce reads one connection. got reports whether any message arrived; stop is true when
 // the consumer stopped or the terminal event was passed on.
-func (c *Client) streamOnce(ctx context.Context, id, lastID string, retry *time.Duration, emit func(*StreamEvent) bool) (got, stop bool, err error) {
+func streamOnce[E any, P streamEvent[E]](c *Client, ctx context.Context, path, lastID string, retry *time.Duration, emit func(P, string) bool) (got, stop bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := c.newRequest(ctx, http.MethodGet, "/v1/sdk/components/executions/"+url.PathEscape(id)+"/stream", nil)
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return false, false, err
 	}
@@ -106,10 +147,10 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, retry *time.
 		req.Header.Set("Last-Event-ID", lastID)
 	}
 	hc := *c.httpClient
-	hc.Timeout = 0 // a stream lives as long as the execution; ctx bounds it
+	hc.Timeout = 0 // a stream lives as long as the execution or run; ctx bounds it
 	resp, err := hc.Do(req)
 	if err != nil {
-		return false, false, fmt.Errorf("client: stream %s: %w", id, err)
+		return false, false, fmt.Errorf("client: stream %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -122,7 +163,7 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, retry *time.
 	for {
 		line, err := rd.ReadString('\n')
 		if err != nil {
-			return got, false, fmt.Errorf("client: stream %s: %w", id, err)
+			return got, false, fmt.Errorf("client: stream %s: %w", path, err)
 		}
 		line = strings.TrimRight(line, "\r\n")
 		switch {
@@ -130,13 +171,14 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, retry *time.
 			if data.Len() == 0 {
 				continue
 			}
-			var e StreamEvent
-			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
-				return got, false, fmt.Errorf("client: stream %s: bad message: %w", id, err)
+			e := P(new(E))
+			if err := json.Unmarshal([]byte(data.String()), e); err != nil {
+				return got, false, fmt.Errorf("client: stream %s: bad message: %w", path, err)
 			}
 			data.Reset()
-			e.EventID, got = eventID, true
-			if !emit(&e) || e.Terminal() {
+			e.setEventID(eventID)
+			got = true
+			if !emit(e, eventID) || e.Terminal() {
 				return got, true, nil
 			}
 		case strings.HasPrefix(line, ":"): // a comment: the :ping heartbeat
@@ -160,45 +202,30 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, retry *time.
 	}
 }
 
-// WaitOptions tunes WaitForResult.
-type WaitOptions struct {
-	// TimeoutMs bounds the wait (default 60000).
-	TimeoutMs int
-}
-
-// WaitForResult follows the execution's stream until it is COMPLETED or FAILED and returns the
-// terminal event (Output or Error set). When the timeout passes first the error is ErrTimeout,
-// whose text reads "Execution timed out". The caller's ctx ending returns ctx's error.
-func (c *Client) WaitForResult(ctx context.Context, executionID string, opts *WaitOptions) (*StreamEvent, error) {
+// waitFor follows a stream until its terminal event, within the wait timeout; open starts the
+// stream under the timeout's context. A stream that drops is reopened for as long as the
+// timeout allows, so only the timeout (or the caller's ctx) ends a healthy wait.
+func waitFor[P interface{ Terminal() bool }](ctx context.Context, opts *WaitOptions, open func(context.Context, *StreamOptions) iter.Seq2[P, error]) (P, error) {
+	var zero P
 	timeout := DefaultWaitTimeout
 	if opts != nil && opts.TimeoutMs > 0 {
 		timeout = time.Duration(opts.TimeoutMs) * time.Millisecond
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for e, err := range c.StreamExecution(wctx, executionID, &StreamOptions{MaxReconnects: 1 << 30}) {
+	for e, err := range open(wctx, &StreamOptions{MaxReconnects: 1 << 30}) {
 		if err != nil {
 			if ctx.Err() == nil && wctx.Err() != nil {
-				return nil, ErrTimeout
+				return zero, ErrTimeout
 			}
-			return nil, err
+			return zero, err
 		}
 		if e.Terminal() {
 			return e, nil
 		}
 	}
 	if ctx.Err() == nil && wctx.Err() != nil {
-		return nil, ErrTimeout
+		return zero, ErrTimeout
 	}
-	return nil, errors.New("client: the stream ended before the execution finished")
-}
-
-// ReplayCallback re-delivers the terminal webhook of a finished execution (SPEC.md 4.4) and
-// returns the record. A replay while a delivery is still pending queues nothing more.
-func (c *Client) ReplayCallback(ctx context.Context, executionID string) (*Execution, error) {
-	var out Execution
-	if err := c.do(ctx, http.MethodPost, "/v1/sdk/components/executions/"+url.PathEscape(executionID)+"/replay-callback", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return zero, errors.New("client: the stream ended before it reached a terminal status")
 }

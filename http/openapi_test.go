@@ -109,6 +109,7 @@ func newAPIStack(t *testing.T) *apiStack {
 	idp.Mount(server.Router, server.V1)
 	(&httpapi.Workspaces{Cmds: env.Cmds, Queries: env.Queries, Auth: idp}).Mount(server.V1)
 	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
+	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
 	handler = server.Handler()
 
 	s := &apiStack{env: env, server: server, srv: srv, email: "staff-" + uuid.NewString()[:8] + "@example.com"}

@@ -36,6 +36,7 @@ func NewServer(opts Options) *Server {
 	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", readyz(opts.Checks)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet, http.MethodHead)
 	if opts.Gatherer != nil {
 		r.Handle("/metrics", metricsHandler(opts.Gatherer)).Methods(http.MethodGet)
 	}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildExamples builds every program under examples/ into a directory of the test, with one
+// command as a user would run it: go build ./examples/... (the build cache makes a second
+// test's build cheap).
+func buildExamples(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "./examples/...")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/...: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func TestExamplesBuild(t *testing.T) {
+	dir := buildExamples(t)
+	entries, err := os.ReadDir(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name())); err != nil {
+			t.Errorf("examples/%s built no program: %v", e.Name(), err)
+		}
+	}
+}
+
+// TestSubmitAndWaitExample runs examples/submit-and-wait against a served binary, with the key
+// `admin bootstrap` printed, exactly as docs/getting-started.md tells a user to.
+func TestSubmitAndWaitExample(t *testing.T) {
+	svc := startSDKService(t, 10)
+	prog := filepath.Join(buildExamples(t), "submit-and-wait")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, `{"greeting":"hello from the example"}`)
+	cmd.Env = append(os.Environ(),
+		"SWITCHYARD_URL="+svc.cli.url(""),
+		"SWITCHYARD_API_KEY="+svc.key.APIKey,
+		"SWITCHYARD_API_SECRET="+svc.key.APISecret)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("submit-and-wait: %v\nstdout:\n%s\nstderr:\n%s\nserver output:\n%s", err, &stdout, &stderr, svc.srv.out)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "submitted ") || !strings.Contains(out, " COMPLETED output=") ||
+		!strings.Contains(out, `output={"greeting":"hello from the example"}`) || !strings.Contains(out, "totalUsage=1") {
+		t.Fatalf("submit-and-wait printed:\n%s\nstderr:\n%s", out, &stderr)
+	}
+	t.Logf("submit-and-wait printed:\n%s", out)
+
+	// Without credentials it says what to set and fails.
+	cmd = exec.CommandContext(ctx, prog)
+	cmd.Env = []string{"SWITCHYARD_URL=" + svc.cli.url("")}
+	res, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(res), "SWITCHYARD_API_KEY") {
+		t.Fatalf("without credentials: %v\n%s", err, res)
+	}
+}
+
+// TestTriggerAndStreamExample defines a workflow with the admin CLI, then runs
+// examples/trigger-and-stream on it and expects the run's stream to end COMPLETED.
+func TestTriggerAndStreamExample(t *testing.T) {
+	svc := startSDKService(t, 10)
+	def := filepath.Join(t.TempDir(), "flow.json")
+	if err := os.WriteFile(def, []byte(`{"name":"example-flow","components":[`+
+		`{"id":"start","module":"ON_API_CALLED"},{"id":"echo","module":"core.echo"}],`+
+		`"edges":[{"from":"start","to":"echo"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		ID string `json:"id"`
+	}
+	svc.cli.okJSON(&wf, "admin", "workflow", "create", "--workspace", svc.key.WorkspaceID, "--file", def, "--json")
+	if wf.ID == "" {
+		t.Fatal("workflow create printed no id")
+	}
+	prog := filepath.Join(buildExamples(t), "trigger-and-stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, wf.ID, `{"order":42}`)
+	cmd.Env = append(os.Environ(),
+		"SWITCHYARD_URL="+svc.cli.url(""),
+		"SWITCHYARD_API_KEY="+svc.key.APIKey,
+		"SWITCHYARD_API_SECRET="+svc.key.APISecret)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("trigger-and-stream: %v\nstdout:\n%s\nstderr:\n%s\nserver output:\n%s", err, &stdout, &stderr, svc.srv.out)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "run ") || !strings.Contains(out, " COMPLETED ") {
+		t.Fatalf("trigger-and-stream printed:\n%s\nstderr:\n%s", out, &stderr)
+	}
+	t.Logf("trigger-and-stream printed:\n%s", out)
+}
+
+// TestGettingStartedCurl runs the curl and OpenSSL snippet of docs/getting-started.md, as
+// written, against a served binary: the first execution a new user makes must work.
+func TestGettingStartedCurl(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "openssl", "base64", "fold", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the snippet needs %s: %v", tool, err)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "getting-started.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "<!-- getting-started:curl")
+	_, rest, ok2 := strings.Cut(rest, "```sh\n")
+	script, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/getting-started.md: the marked curl snippet is missing")
+	}
+	svc := startSDKService(t, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(),
+		"SWITCHYARD_URL="+svc.cli.url(""),
+		"SWITCHYARD_API_KEY="+svc.key.APIKey,
+		"SWITCHYARD_API_SECRET="+svc.key.APISecret)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the snippet failed: %v\n%s", err, out)
+	}
+	// Three answers: the submit and the GET (both COMPLETED records), then the stream's one event.
+	if n := strings.Count(string(out), `"status":"COMPLETED"`); n != 3 || !strings.Contains(string(out), "data: ") ||
+		!strings.Contains(string(out), `"output":{"hello":"world"}`) {
+		t.Fatalf("the snippet printed (%d COMPLETED):\n%s", n, out)
+	}
+}
