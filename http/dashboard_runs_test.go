@@ -23,17 +23,12 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
-	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/testenv"
-	"github.com/switchyard/switchyard/modules"
-	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
-	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/seal"
 )
 
@@ -41,27 +36,19 @@ import (
 // scheduler, live hub, identity provider (sign-in) and the run page. The executor is started
 // by the test when it wants stages to progress.
 type dashStack struct {
-	env *testenv.Env
-	hub *livehub.Hub
-	srv *httptest.Server
-	log logrus.FieldLogger
+	core testCore
+	env  *testenv.Env
+	hub  *livehub.Hub
+	srv  *httptest.Server
+	log  logrus.FieldLogger
 }
 
 const dashPassword = "dashboard-password-1"
 
 func newDashStack(t *testing.T) *dashStack {
 	t.Helper()
-	env := testenv.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	log := logrus.New()
-	log.SetLevel(logrus.ErrorLevel)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category, run.Category}}, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Options{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
+	core := newTestCore(t, false)
+	env, hub, log := core.env, core.hub, core.log
 	key, _ := seal.GenerateKey()
 	sealer, err := seal.New(key)
 	if err != nil {
@@ -75,22 +62,17 @@ func newDashStack(t *testing.T) *dashStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idp.Start(ctx); err != nil {
+	if err := idp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	idp.Mount(server.Router, server.V1)
 	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
 	handler = server.Handler()
-	return &dashStack{env: env, hub: hub, srv: srv, log: log}
+	return &dashStack{core: core, env: env, hub: hub, srv: srv, log: log}
 }
 
 // startExecutor lets the run's stages progress from now on.
-func (s *dashStack) startExecutor(t *testing.T) {
-	t.Helper()
-	ex := executor.New(s.env.Cmds, s.env.Queries, modules.Builtins(modules.BuiltinOptions{}), s.hub, executor.Options{Worker: "dash",
-		SweepInterval: 100 * time.Millisecond, SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: s.log})
-	testenv.Go(t, ex.Run)
-}
+func (s *dashStack) startExecutor(t *testing.T) { s.core.startExecutor(t) }
 
 // user registers a user owning a new workspace with credits; it returns the email and the
 // workspace id.

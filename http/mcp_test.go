@@ -13,21 +13,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/testenv"
-	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
-	"github.com/switchyard/switchyard/reactors/executor"
-	"github.com/switchyard/switchyard/reactors/livehub"
-	"github.com/switchyard/switchyard/reactors/scheduler"
 )
 
 // fakeBearer is a BearerVerifier over principals the test hands out by token.
@@ -51,22 +43,8 @@ type mcpStack struct {
 
 func newMCPStack(t *testing.T, rate float64, burst int) *mcpStack {
 	t.Helper()
-	env := testenv.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	log := logrus.New()
-	log.SetLevel(logrus.ErrorLevel)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category, run.Category}}, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := modules.Builtins(modules.BuiltinOptions{})
-	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Options{Worker: "t", SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
-	testenv.Go(t, ex.Run)
-	sched := scheduler.New(env.Cmds, env.Queries, scheduler.Options{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, Logger: log})
-	testenv.Go(t, sched.Run)
+	core := newTestCore(t, true)
+	env, hub, log, reg := core.env, core.hub, core.log, core.reg
 	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
 		RatePerSecond: rate, Burst: burst, Logger: log})
 	server := httpapi.NewServer(httpapi.Options{Logger: log})

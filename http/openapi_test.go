@@ -19,20 +19,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
-	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/client"
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/testenv"
-	"github.com/switchyard/switchyard/modules"
-	"github.com/switchyard/switchyard/reactors/executor"
-	"github.com/switchyard/switchyard/reactors/livehub"
-	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/seal"
 )
 
@@ -69,21 +61,9 @@ const stackPassword = "correct horse battery"
 
 func newAPIStack(t *testing.T) *apiStack {
 	t.Helper()
-	env := testenv.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	log := logrus.New()
-	log.SetLevel(logrus.ErrorLevel)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category, run.Category}}, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := modules.Builtins(modules.BuiltinOptions{})
-	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Options{Worker: "openapi", SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
-	testenv.Go(t, ex.Run)
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Options{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
+	core := newTestCore(t, true)
+	env, hub, log, reg := core.env, core.hub, core.log, core.reg
+	ctx := context.Background()
 	sealKey, _ := seal.GenerateKey()
 	sealer, err := seal.New(sealKey)
 	if err != nil {
