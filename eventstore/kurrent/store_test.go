@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	if url == "" {
 		t.Skip("KURRENTDB_URL not set: KurrentDB conformance run skipped")
 	}
-	storetest.Run(t, func(t *testing.T) eventstore.Store {
+	storetest.RunWithOptions(t, func(t *testing.T) eventstore.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		s, err := kurrent.New(ctx, url, kurrent.Options{StreamPrefix: testPrefix(t)})
@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("connect to KurrentDB at %s: %v", url, err)
 		}
 		return s
-	})
+	}, storetest.Options{StreamScopedEventIDs: true}) // docs/kurrentdb.md, Idempotency
 }
 
 // testPrefix is a stream prefix no other test (of this run or an earlier one) uses.
