@@ -184,6 +184,9 @@ func jsonProblem(err error) string {
 	if errors.As(err, &te) && te.Field != "" {
 		return fmt.Sprintf("%s: must be %s, not %s", te.Field, withArticle(jsonKind(te.Type.Kind().String())), te.Value)
 	}
+	if errors.Is(err, workflow.ErrPosition) {
+		return err.Error()
+	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		return strings.Trim(f, `"`) + ": is not a field of this request"

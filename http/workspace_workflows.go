@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -30,9 +31,38 @@ func DecodeDefinition(body []byte) (workflow.Definition, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return d, &badBody{jsonProblem(err)}
+		return d, &badBody{locateProblem(body, err)}
 	}
 	return d, nil
+}
+
+// locateProblem names the component or edge a decoding error is in ("components[2]:
+// attempts: must be a number, not string"): decoded whole, the error would not say which.
+func locateProblem(body []byte, err error) string {
+	var parts struct {
+		Components []json.RawMessage `json:"components"`
+		Edges      []json.RawMessage `json:"edges"`
+	}
+	if json.Unmarshal(body, &parts) == nil {
+		if msg := firstProblem("components", parts.Components, &workflow.Component{}); msg != "" {
+			return msg
+		}
+		if msg := firstProblem("edges", parts.Edges, &workflow.Edge{}); msg != "" {
+			return msg
+		}
+	}
+	return jsonProblem(err)
+}
+
+func firstProblem[T any](field string, items []json.RawMessage, into *T) string {
+	for i, raw := range items {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(into); err != nil {
+			return fmt.Sprintf("%s[%d]: %s", field, i, jsonProblem(err))
+		}
+	}
+	return ""
 }
 
 type badBody struct{ msg string }

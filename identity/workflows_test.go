@@ -46,6 +46,14 @@ func TestWorkflowCRUDOnWorkspaceEndpoints(t *testing.T) {
 	if st, body := r.api("POST", base, session, map[string]any{"name": "x", "components": []any{}, "colour": 1}); st != 400 || !strings.Contains(body["message"].(string), "colour") {
 		t.Fatalf("unknown field: %d %v", st, body)
 	}
+	for field, value := range map[string]any{"position": []any{1}, "attempts": "x", "colour": "red"} {
+		bad := def("Bad input")
+		bad["components"].([]any)[1].(map[string]any)[field] = value
+		st, body := r.api("POST", base, session, bad)
+		if msg, _ := body["message"].(string); st != 400 || !strings.Contains(msg, "components[1]") || !strings.Contains(msg, field) {
+			t.Fatalf("bad %s: %d %v", field, st, body)
+		}
+	}
 	if st, _ := r.api("POST", base, readOnly, def("Nope")); st != 403 {
 		t.Fatalf("create with workspace:read: %d", st)
 	}

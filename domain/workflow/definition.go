@@ -39,12 +39,15 @@ const (
 // Position is a component's canvas position [x, y].
 type Position [2]float64
 
+// ErrPosition is the decoding error of a position that is not two numbers.
+var ErrPosition = errors.New("position: must be an array of two numbers [x, y]")
+
 // UnmarshalJSON takes exactly two numbers: encoding/json would drop a third or zero a
 // missing one without a word.
 func (p *Position) UnmarshalJSON(b []byte) error {
 	var xs []float64
 	if err := json.Unmarshal(b, &xs); err != nil || len(xs) != 2 {
-		return errors.New("position must be an array of two numbers [x, y]")
+		return ErrPosition
 	}
 	*p = Position{xs[0], xs[1]}
 	return nil
