@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -55,4 +56,20 @@ func WritePage[T any](w http.ResponseWriter, items []T, total int, p projections
 func PageOf[T any](all []T, p projections.Page) []T {
 	start := min(p.Offset(), len(all))
 	return all[start:min(start+p.Limit, len(all))]
+}
+
+// ServePage answers a list request: the page and limit of the query string, the page query
+// returns, and the SPEC.md 4.9 envelope (or the error's status).
+func ServePage[T any](w http.ResponseWriter, r *http.Request, query func(ctx context.Context, p projections.Page) ([]T, int, error)) {
+	p, err := ParsePage(r)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	list, total, err := query(r.Context(), p)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WritePage(w, list, total, p)
 }

@@ -46,17 +46,9 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 
 func (s *SDKWorkflows) list(w http.ResponseWriter, r *http.Request) {
 	caller, _ := CallerFrom(r.Context())
-	p, err := ParsePage(r)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	list, total, err := s.Queries.WorkflowsIn(r.Context(), caller.WorkspaceID, caller.AllowedWorkflowIDs, p)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	WritePage(w, list, total, p)
+	ServePage(w, r, func(ctx context.Context, p projections.Page) ([]projections.WorkflowListItem, int, error) {
+		return s.Queries.WorkflowsIn(ctx, caller.WorkspaceID, caller.AllowedWorkflowIDs, p)
+	})
 }
 
 // allowed answers 403 when the key is scoped to other workflows (SPEC.md 5 rule 2).

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/projections"
 )
 
 // mountMCPTokens adds the workspace's MCP token endpoints (docs/mcp.md). Minting a token hands
@@ -48,17 +50,9 @@ func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws str
 }
 
 func (s *Workspaces) listMCPTokens(w http.ResponseWriter, r *http.Request, ws string) {
-	p, err := ParsePage(r)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	list, total, err := s.Queries.MCPTokensOf(r.Context(), ws, p)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	WritePage(w, list, total, p)
+	ServePage(w, r, func(ctx context.Context, p projections.Page) ([]projections.MCPTokenRow, int, error) {
+		return s.Queries.MCPTokensOf(ctx, ws, p)
+	})
 }
 
 func (s *Workspaces) revokeMCPToken(w http.ResponseWriter, r *http.Request, ws string) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -78,31 +79,15 @@ func (s *Workspaces) billing(w http.ResponseWriter, r *http.Request, ws string) 
 }
 
 func (s *Workspaces) transactions(w http.ResponseWriter, r *http.Request, ws string) {
-	p, err := ParsePage(r)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	list, total, err := s.Queries.Transactions(r.Context(), ws, p)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	WritePage(w, list, total, p)
+	ServePage(w, r, func(ctx context.Context, p projections.Page) ([]projections.Transaction, int, error) {
+		return s.Queries.Transactions(ctx, ws, p)
+	})
 }
 
 func (s *Workspaces) workflows(w http.ResponseWriter, r *http.Request, ws string) {
-	p, err := ParsePage(r)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	list, total, err := s.Queries.WorkflowsOf(r.Context(), ws, p)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
-	WritePage(w, list, total, p)
+	ServePage(w, r, func(ctx context.Context, p projections.Page) ([]projections.WorkflowListItem, int, error) {
+		return s.Queries.WorkflowsOf(ctx, ws, p)
+	})
 }
 
 func (s *Workspaces) createAPIKey(w http.ResponseWriter, r *http.Request, ws string) {
