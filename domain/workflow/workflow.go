@@ -236,27 +236,35 @@ func (s State) mustLive() error {
 	return nil
 }
 
-// Reservation is a name reservation stream's state: which workflow last claimed the name.
+// Reservation is a name reservation stream's state: which workflow last claimed the name, when.
 type Reservation struct {
 	WorkflowID string
+	At         time.Time
 }
 
 // Evolve applies one event.
 func (r Reservation) Evolve(e domain.Event) Reservation {
 	if ev, ok := e.(NameReserved); ok {
-		r.WorkflowID = ev.WorkflowID
+		r.WorkflowID, r.At = ev.WorkflowID, ev.At
 	}
 	return r
 }
 
+// PendingCreate is how long a reservation whose workflow does not exist yet still holds the
+// name: the create that made it is under way (or died, and the name comes free after this).
+const PendingCreate = time.Minute
+
 // DecideReserve claims name for workflowID. holder is the state of the workflow holding the
-// reservation now: the name is taken only while that workflow is live and still called so
-// (a deletion or rename frees it without writing to this stream).
+// reservation now: the name is taken while that workflow is live and still called so (a
+// deletion or rename frees it without writing to this stream), or while its create is pending.
 func DecideReserve(r Reservation, holder State, workspaceID, name, workflowID string, now time.Time) ([]domain.Event, error) {
 	if r.WorkflowID == workflowID {
 		return nil, nil
 	}
 	if r.WorkflowID != "" && holder.Live() && NormalizeName(holder.Definition.Name) == NormalizeName(name) {
+		return nil, domain.ErrConflict
+	}
+	if r.WorkflowID != "" && !holder.Exists && now.Sub(r.At) < PendingCreate {
 		return nil, domain.ErrConflict
 	}
 	return []domain.Event{NameReserved{WorkspaceID: workspaceID, Name: name, WorkflowID: workflowID, At: now.UTC()}}, nil

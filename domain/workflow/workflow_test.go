@@ -114,6 +114,14 @@ func TestNameReservationFollowsTheHolder(t *testing.T) {
 	if events, err := workflow.DecideReserve(r, holder, "ws", "daily", "b", now); err != nil || len(events) != 1 {
 		t.Fatalf("name of a deleted workflow: %v %v", events, err)
 	}
+	// A create under way (reserved, workflow not written yet) holds the name; a dead one, not for long.
+	pending := workflow.Reservation{WorkflowID: "c", At: now}
+	if _, err := workflow.DecideReserve(pending, workflow.State{}, "ws", "daily", "d", now.Add(time.Second)); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("name of a create under way: %v", err)
+	}
+	if _, err := workflow.DecideReserve(pending, workflow.State{}, "ws", "daily", "d", now.Add(workflow.PendingCreate)); err != nil {
+		t.Fatalf("name of a create that died: %v", err)
+	}
 }
 
 func TestLookupAndBuildInput(t *testing.T) {
