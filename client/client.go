@@ -1,6 +1,6 @@
 // Package client is the Go client of Switchyard's SDK API (SPEC.md 4.1 to 4.8). It signs every
-// request with the API key's Ed25519 secret (SPEC.md 5 rule 1), retries 429 honouring
-// Retry-After and 502 with backoff, and returns typed errors. It uses only the standard library.
+// request with the API key's Ed25519 secret (SPEC.md 5 rule 1), retries 429, 502 and 503
+// (honouring Retry-After, else with backoff), and returns typed errors. It uses only the standard library.
 package client
 
 import (
@@ -39,11 +39,11 @@ type Option func(*Client)
 // WithHTTPClient replaces the HTTP client (default: 30 s timeout).
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.httpClient = h } }
 
-// WithRetries sets how often a 429 or 502 answer is retried (default 3; 0 disables).
+// WithRetries sets how often a 429, 502 or 503 answer is retried (default 3; 0 disables).
 func WithRetries(n int) Option { return func(c *Client) { c.maxRetries = n } }
 
-// WithBackoff sets the first wait before retrying a 502, or a 429 without Retry-After
-// (default 250 ms); each further retry doubles it, with jitter.
+// WithBackoff sets the first wait before retrying an answer without Retry-After (default
+// 250 ms); each further retry doubles it, with jitter.
 func WithBackoff(d time.Duration) Option { return func(c *Client) { c.backoff = d } }
 
 // WithClock replaces the clock used for request timestamps, for tests.
@@ -119,11 +119,20 @@ func IsStatus(err error, code int) bool {
 	return errors.As(err, &e) && e.StatusCode == code
 }
 
-// do sends a signed request and decodes a 2xx JSON answer into out (unless nil). A 429 is
-// retried after the server's Retry-After; a 502, or a 429 without Retry-After, after an
-// exponential backoff with jitter; at most maxRetries times. A wait that would outlast ctx's
-// deadline is not started: the last answer is returned at once instead.
+// retryable are the statuses worth sending the same request again for: the rate limit, and a
+// service or its database that is briefly unavailable (docs/operations.md).
+var retryable = map[int]bool{http.StatusTooManyRequests: true, http.StatusBadGateway: true, http.StatusServiceUnavailable: true}
+
+// do sends a signed request and decodes a 2xx JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	return c.doWith(ctx, method, path, nil, body, out)
+}
+
+// doWith is do with extra headers, sent unchanged on every attempt. A retryable answer is
+// sent again after the server's Retry-After, or else an exponential backoff with jitter, at
+// most maxRetries times. A wait that would outlast ctx's deadline is not started: the last
+// answer is returned at once instead.
+func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, body any, out any) error {
 	var payload []byte
 	if body != nil {
 		var err error
@@ -132,15 +141,19 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, method, path, payload, out)
+		err := c.once(ctx, method, path, header, payload, out)
 		var apiErr *Error
-		if !errors.As(err, &apiErr) || attempt >= c.maxRetries ||
-			(apiErr.StatusCode != http.StatusTooManyRequests && apiErr.StatusCode != http.StatusBadGateway) {
+		if !errors.As(err, &apiErr) || attempt >= c.maxRetries || !retryable[apiErr.StatusCode] {
 			return err
 		}
 		wait := apiErr.RetryAfter
-		if apiErr.StatusCode != http.StatusTooManyRequests || !apiErr.retryAfterSet {
+		switch {
+		case !apiErr.retryAfterSet:
 			wait = time.Duration(float64(c.backoff<<attempt) * (0.5 + rand.Float64()))
+		case apiErr.StatusCode != http.StatusTooManyRequests:
+			// Every client of a service that was down hears the same Retry-After: spread them
+			// over half as long again, so they do not all come back in the same instant.
+			wait += time.Duration(float64(wait) * 0.5 * rand.Float64())
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return err
@@ -155,10 +168,13 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any) error {
+func (c *Client) once(ctx context.Context, method, path string, header http.Header, payload []byte, out any) error {
 	req, err := c.newRequest(ctx, method, path, payload)
 	if err != nil {
 		return err
+	}
+	for name, values := range header {
+		req.Header[name] = values
 	}
 	resp, err := c.httpClient.Do(req)
 	if err != nil {

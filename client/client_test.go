@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -28,7 +29,7 @@ func server(t *testing.T, handler http.HandlerFunc) (*httptest.Server, apikeys.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: func(ctx context.Context, id string) (httpapi.SDKKey, error) {
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: func(ctx context.Context, id string) (httpapi.SDKKey, error) {
 		return httpapi.SDKKey{ID: m.ID, WorkspaceID: "ws", KeyHash: m.KeyHash, PublicKey: pub}, nil
 	}})
 	srv := httptest.NewServer(auth.Route(1, handler))
@@ -96,5 +97,58 @@ func TestNewRejectsBadCredentials(t *testing.T) {
 	m, _ := apikeys.Mint(uuid.New(), nil)
 	if _, err := client.New("http://x", "key", m.APISecret); err == nil {
 		t.Fatal("a key without ws_ must be refused")
+	}
+}
+
+// A 503 (the database is restarting) is retried after the server's Retry-After, not the
+// client's backoff: with an hour of backoff, the retry can only be the Retry-After of 0.
+func TestRetries503AfterRetryAfter(t *testing.T) {
+	var calls atomic.Int32
+	srv, m := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "service temporarily unavailable; retry later")
+			return
+		}
+		io.WriteString(w, `{"id":"e1","status":"CREATED"}`)
+	})
+	c, err := client.New(srv.URL, m.APIKey, m.APISecret, client.WithBackoff(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if e, err := c.GetExecution(ctx, "e1"); err != nil || e.ID != "e1" {
+		t.Fatalf("get: %+v, %v (after %d calls)", e, err, calls.Load())
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d calls, want the 503 retried once", calls.Load())
+	}
+}
+
+// A retried submit carries the caller's Idempotency-Key on every attempt, so a submit whose
+// answer was lost to an outage cannot run the component twice; without one, none is sent.
+func TestSubmitRetriesKeepTheirIdempotencyKey(t *testing.T) {
+	var keys []string
+	srv, m := server(t, func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if len(keys) == 1 {
+			w.Header().Set("Retry-After", "0")
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "service temporarily unavailable; retry later")
+			return
+		}
+		io.WriteString(w, `{"id":"e1","status":"CREATED"}`)
+	})
+	c, err := client.New(srv.URL, m.APIKey, m.APISecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"order-7", ""} {
+		if _, err := c.Submit(context.Background(), client.SubmitRequest{Module: "core.echo", IdempotencyKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(keys) != 3 || keys[0] != "order-7" || keys[1] != "order-7" || keys[2] != "" {
+		t.Fatalf("Idempotency-Key of the attempts: %q; want order-7 twice, then none", keys)
 	}
 }

@@ -57,6 +57,10 @@ type SubmitRequest struct {
 	CallbackURL     string            `json:"callbackUrl,omitempty"`
 	CallbackSecret  string            `json:"callbackSecret,omitempty"`
 	CallbackHeaders map[string]string `json:"callbackHeaders,omitempty"`
+	// IdempotencyKey, when set, is sent as the Idempotency-Key header on every attempt
+	// (docs/executions.md), so that a submit the client retries after a 502 or 503 whose first
+	// attempt did reach the database runs once. It costs the service one more write per submit.
+	IdempotencyKey string `json:"-"`
 }
 
 // Submit executes a component. With WaitForMs the answer may already be COMPLETED.
@@ -67,8 +71,12 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (*Execution, err
 	if req.Config == nil {
 		req.Config = struct{}{}
 	}
+	var header http.Header
+	if req.IdempotencyKey != "" {
+		header = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	}
 	var out Execution
-	if err := c.do(ctx, http.MethodPost, "/v1/sdk/components", req, &out); err != nil {
+	if err := c.doWith(ctx, http.MethodPost, "/v1/sdk/components", header, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -113,8 +113,11 @@ func follow[E any, P streamEvent[E]](c *Client, ctx context.Context, path string
 			if got {
 				failures = 0
 			}
+			// An answer that says "not now" (retryable: a restarting database, the stream cap) is
+			// waited out like a dropped connection; any other answer is final.
 			var apiErr *Error
-			if ctx.Err() != nil || errors.As(err, &apiErr) || failures >= o.MaxReconnects || o.MaxReconnects < 0 {
+			final := errors.As(err, &apiErr) && !retryable[apiErr.StatusCode]
+			if ctx.Err() != nil || final || failures >= o.MaxReconnects || o.MaxReconnects < 0 {
 				if err == nil {
 					err = errors.New("client: the stream ended before it reached a terminal status")
 				}
@@ -125,9 +128,13 @@ func follow[E any, P streamEvent[E]](c *Client, ctx context.Context, path string
 				return
 			}
 			failures++
+			wait := retry
+			if apiErr != nil && apiErr.retryAfterSet {
+				wait = apiErr.RetryAfter
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(retry):
+			case <-time.After(wait):
 			}
 		}
 	}

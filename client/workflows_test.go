@@ -309,3 +309,28 @@ func TestRunTypesMatchTheWire(t *testing.T) {
 		t.Fatalf("decoded %+v", e)
 	}
 }
+
+// A stream refused for now (503 while the database restarts, 429 past the stream cap) is
+// opened again after the answer's Retry-After, and the wait goes on; other errors end it.
+func TestStreamsReconnectAfterRetryableAnswers(t *testing.T) {
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			script := &sseScript{conns: [][]string{{runEvent("1", "COMPLETED", `{}`)}}, hang: []bool{false}}
+			var calls atomic.Int32
+			c, _ := recorder(t, func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					w.Header().Set("Retry-After", "0")
+					httpapi.WriteError(w, status, "not now")
+					return
+				}
+				script.serve(w, r)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			e, err := c.WaitForRun(ctx, "r1", nil)
+			if err != nil || e.Status != client.StatusCompleted || calls.Load() != 2 {
+				t.Fatalf("wait: %+v, %v after %d calls", e, err, calls.Load())
+			}
+		})
+	}
+}

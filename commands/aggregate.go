@@ -92,7 +92,8 @@ func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregat
 }
 
 // executeFold is execute that also returns the state after the append (or as read, when the
-// decision was to append nothing). The state is shared with the cache: do not evolve it.
+// decision was to append nothing). The state is shared with the cache: read it or Evolve it
+// (which copies), never Apply to it.
 func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := load(ctx, h, stream, agg)

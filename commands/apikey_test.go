@@ -25,7 +25,7 @@ func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler 
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

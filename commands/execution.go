@@ -27,101 +27,6 @@ var (
 // ExecutionStream is the stream of an execution.
 func ExecutionStream(id string) string { return eventstore.StreamName(execution.Category, id) }
 
-// SubmitExecution is a submit that passed request validation (the module exists and accepts
-// the config and input).
-type SubmitExecution struct {
-	WorkspaceID string
-	APIKeyID    string
-	Module      string
-	Input       json.RawMessage
-	Config      json.RawMessage
-	Attempts    int
-	CostMilli   int64
-	Callback    execution.Callback
-	// IdempotencyKey, when set, maps every submit with the same key and BodyHash in 24 hours
-	// to one execution.
-	IdempotencyKey string
-	BodyHash       string
-	// CacheWindow is how long an identical call is free after the first; 0 disables it.
-	CacheWindow time.Duration
-}
-
-// SubmitExecution accepts an execution and returns its state right after the submit. A call
-// the cache window covers reuses the first call's output for free; otherwise the workspace's
-// spendable balance must cover the module's cost (ErrInsufficientCredits).
-func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execution.State, error) {
-	id := uuid.NewString()
-	if c.IdempotencyKey != "" {
-		bound, err := h.bindIdempotencyKey(ctx, c, id)
-		if err != nil {
-			return execution.State{}, err
-		}
-		if bound != id {
-			prev, err := h.Execution(ctx, bound)
-			if err == nil {
-				return prev, nil
-			}
-			if !errors.Is(err, domain.ErrNotFound) {
-				return execution.State{}, err
-			}
-			id = bound // the first request stopped before creating it: create it now
-		}
-	}
-	cachedFrom, err := h.cacheLeader(ctx, c, id)
-	if err != nil {
-		return execution.State{}, err
-	}
-	sub := execution.Submit{ExecutionID: id, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID, Module: c.Module,
-		Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli, Callback: c.Callback, CachedFrom: cachedFrom}
-	var state execution.State
-	_, err = execute(ctx, h, ExecutionStream(id), executionAgg, func(s execution.State) ([]domain.Event, error) {
-		events, err := execution.DecideSubmit(s, sub, h.now())
-		for _, e := range events {
-			state = s.Evolve(e)
-		}
-		return events, err
-	})
-	if err != nil {
-		return execution.State{}, wrap("submit execution", err)
-	}
-	return state, nil
-}
-
-// cacheLeader decides whether the call is free: it returns the execution whose output the
-// call reuses, or "" after checking the balance and opening a window led by id.
-func (h *Handler) cacheLeader(ctx context.Context, c SubmitExecution, id string) (string, error) {
-	stream := ""
-	if c.CacheWindow > 0 {
-		key, err := CacheKey(c.WorkspaceID, c.Module, c.Input, c.Config)
-		if err != nil {
-			return "", err
-		}
-		stream = eventstore.StreamName(execution.CacheCategory, key)
-		w, err := load(ctx, h, stream, cacheWindowAgg)
-		if err != nil {
-			return "", err
-		}
-		if leader, ok := w.state.Leader(h.now()); ok {
-			return leader, nil
-		}
-	}
-	if err := h.checkBalance(ctx, c.WorkspaceID, c.CostMilli); err != nil {
-		return "", err
-	}
-	if stream == "" {
-		return "", nil
-	}
-	leader := ""
-	_, err := execute(ctx, h, stream, cacheWindowAgg, func(w execution.CacheWindow) ([]domain.Event, error) {
-		leader, _ = w.Leader(h.now())
-		return execution.DecideOpenWindow(w, stream, id, c.CacheWindow, h.now()), nil
-	})
-	if err != nil {
-		return "", wrap("cache window", err)
-	}
-	return leader, nil
-}
-
 // checkBalance refuses a call the spendable balance cannot cover. The charge itself happens
 // when the call completes; concurrent calls that pass this check together and overdraw end
 // FAILED with insufficient credits instead of driving the balance negative.
@@ -156,19 +61,6 @@ const balanceTTL = time.Second
 type seenBalance struct {
 	total billing.Credits
 	at    time.Time
-}
-
-func (h *Handler) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
-	sum := sha256.Sum256([]byte(c.WorkspaceID + "\n" + c.IdempotencyKey))
-	stream := eventstore.StreamName(execution.IdempotencyCategory, hex.EncodeToString(sum[:]))
-	bound := ""
-	_, err := execute(ctx, h, stream, idempotencyAgg, func(r execution.IdempotencyRecord) ([]domain.Event, error) {
-		var events []domain.Event
-		var err error
-		bound, events, err = execution.DecideIdempotencyKey(r, c.WorkspaceID, c.BodyHash, id, h.now())
-		return events, err
-	})
-	return bound, err
 }
 
 // CacheKey identifies identical calls of a workspace: the module and the canonical JSON of
@@ -240,6 +132,9 @@ func (h *Handler) FailExecution(ctx context.Context, id, worker string, attempt 
 }
 
 func (h *Handler) changeExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, error) {
+	if after, ok, err := h.changeCachedExecution(ctx, id, decide); ok {
+		return after, err
+	}
 	var after execution.State
 	_, err := execute(ctx, h, ExecutionStream(id), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		if !s.Exists {
@@ -253,4 +148,71 @@ func (h *Handler) changeExecution(ctx context.Context, id string, decide func(ex
 		return events, err
 	})
 	return after, err
+}
+
+// eventsBatch is how many events ReadEvents reads at a time.
+const eventsBatch = 256
+
+// ReadEvents reads stream's events from revision from to its end, decoding each for apply,
+// and returns the revision after the last one read (from when none was). A stream that does
+// not exist is empty. It serves readers that follow a stream as it grows (SSE).
+func (h *Handler) ReadEvents(ctx context.Context, stream string, from uint64, apply func(rev uint64, ev domain.Event) error) (uint64, error) {
+	for {
+		recs, err := h.store.ReadStream(ctx, stream, from, eventsBatch)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return from, nil
+		}
+		if err != nil {
+			return from, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, rec := range recs {
+			ev, err := domain.Events.Decode(rec.Type, rec.Data)
+			if err != nil {
+				return from, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
+			}
+			if err := apply(rec.Revision, ev); err != nil {
+				return from, err
+			}
+			from = rec.Revision + 1
+		}
+		if len(recs) < eventsBatch {
+			return from, nil
+		}
+	}
+}
+
+// changeCachedExecution decides on the execution's cached state and appends at its revision
+// without reading the stream first: the executor's steps of an execution follow each other
+// on one process, whose cache then holds the current state, and the expected revision makes
+// the append fail if it does not. It reports false (nothing done) when there is no cached
+// state, when the append loses (the stream moved on), or when the decision appends nothing or
+// refuses: a refusal may come from a stale state, so the caller decides again on a fresh read.
+func (h *Handler) changeCachedExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, bool, error) {
+	stream := ExecutionStream(id)
+	c, ok := h.cache.get(stream)
+	if !ok {
+		return execution.State{}, false, nil
+	}
+	cur, ok := c.(loaded[execution.State])
+	if !ok || !cur.state.Exists {
+		return execution.State{}, false, nil
+	}
+	events, err := decide(cur.state)
+	if err != nil || len(events) == 0 {
+		return execution.State{}, false, nil
+	}
+	res, err := appendEvents(ctx, h, stream, cur.expected(), events)
+	if isConflict(err) {
+		h.cache.drop(stream)
+		return execution.State{}, false, nil
+	}
+	if err != nil {
+		return execution.State{}, true, err
+	}
+	for _, e := range events {
+		cur.state = cur.state.Evolve(e)
+	}
+	cur.revision = res.Revision
+	h.cache.put(stream, cur)
+	return cur.state, true, nil
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // maxConflictRetries bounds how often a command reloads and decides again after another writer
@@ -24,8 +26,12 @@ type Handler struct {
 	cache *stateCache
 	// balances remembers recent balances for the advisory check of a submit.
 	balances sync.Map
-	// modules validates workflow components and prices their runs.
+	// modules validates workflow components and submits and prices their runs.
 	modules *modules.Registry
+	// sealer seals the callback secrets of submits.
+	sealer *seal.Sealer
+	// runner is this process's executor, when it runs one (SetRunner).
+	runner atomic.Pointer[runnerBox]
 }
 
 // Option configures a Handler.
@@ -38,6 +44,10 @@ func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = 
 // the built-ins with their default options).
 func WithModules(r *modules.Registry) Option { return func(h *Handler) { h.modules = r } }
 
+// WithSealer sets the sealer callback secrets are sealed with before they enter an event;
+// without one, a submit with a callback secret or headers is refused.
+func WithSealer(s *seal.Sealer) Option { return func(h *Handler) { h.sealer = s } }
+
 // New returns a Handler appending to store.
 func New(store eventstore.Store, opts ...Option) *Handler {
 	h := &Handler{store: store, now: time.Now, cache: newStateCache(4096)}
@@ -45,7 +55,7 @@ func New(store eventstore.Store, opts ...Option) *Handler {
 		o(h)
 	}
 	if h.modules == nil {
-		h.modules = modules.Builtins(modules.BuiltinOptions{})
+		h.modules = modules.Builtins(modules.BuiltinsConfig{})
 	}
 	return h
 }

@@ -15,7 +15,12 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-var runAgg = aggregate[run.State]{evolve: run.State.Evolve, clone: func(s run.State) run.State { return s.Clone() }}
+// runAgg folds runs in place (Apply) on a state the fold owns: load clones a cached state before
+// evolving it and before handing it out.
+var runAgg = aggregate[run.State]{
+	evolve: func(s run.State, e domain.Event) run.State { s.Apply(e); return s },
+	clone:  func(s run.State) run.State { return s.Clone() },
+}
 
 // RunStream is the stream of a workflow run.
 func RunStream(id string) string { return eventstore.StreamName(run.Category, id) }
@@ -39,6 +44,9 @@ type TriggeredRun struct {
 // definition as it is now. The workspace's balance must cover one pass over the workflow's
 // module components (domain.ErrInsufficientCredits); each stage is charged as it completes.
 func (h *Handler) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]TriggeredRun, error) {
+	if err := domain.CheckStorableJSON("body", c.Input); err != nil {
+		return nil, err // before any run is written: a refused input leaves nothing behind
+	}
 	wf, err := h.Workflow(ctx, c.WorkspaceID, c.WorkflowID)
 	if err != nil {
 		return nil, err

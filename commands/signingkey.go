@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/switchyard/switchyard/domain"
@@ -33,4 +34,33 @@ func (h *Handler) SigningKey(ctx context.Context, kid string) (signingkey.Create
 		return signingkey.Created{}, fmt.Errorf("signing key %s: %w", kid, domain.ErrNotFound)
 	}
 	return k.state.Key, nil
+}
+
+// signingKeysBatch is how many key events one read of the log returns.
+const signingKeysBatch = 1000
+
+// SigningKeys reads every signing key ever created from the event log, oldest first, rather
+// than from the read model: for commands that run without the projections (the CLI) and for a
+// first start.
+func (h *Handler) SigningKeys(ctx context.Context) ([]signingkey.Created, error) {
+	var keys []signingkey.Created
+	from := eventstore.Start
+	filter := eventstore.Filter{Types: []string{signingkey.Created{}.EventType()}}
+	for {
+		evs, err := h.store.ReadAll(ctx, from, signingKeysBatch, filter)
+		if err != nil {
+			return nil, fmt.Errorf("read signing keys: %w", err)
+		}
+		for _, ev := range evs {
+			var c signingkey.Created
+			if err := json.Unmarshal(ev.Data, &c); err != nil {
+				return nil, fmt.Errorf("decode signing key at %v: %w", ev.Position, err)
+			}
+			keys = append(keys, c)
+		}
+		if len(evs) < signingKeysBatch {
+			return keys, nil
+		}
+		from = evs[len(evs)-1].Position
+	}
 }

@@ -60,7 +60,10 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Config is the validated configuration. See Vars for what each field means.
 type Config struct {
-	DatabaseURL         string
+	DatabaseURL string
+	// DatabaseURLFile is the checkout's DatabaseFile that DatabaseURL came from, when
+	// DATABASE_URL was unset (FromEnvironment); "" otherwise.
+	DatabaseURLFile     string
 	EventStore          EventStore
 	KurrentDBURL        string // set when EventStore is kurrentdb
 	Listen              string
@@ -71,15 +74,19 @@ type Config struct {
 	LogFormat           string // LogFormatText or LogFormatJSON
 	LogLevel            logrus.Level
 	ExecutorConcurrency int
+	ExecutorShare       int           // percent of ExecutorConcurrency one workspace may hold
 	CacheWindow         time.Duration // 0 disables the cache
 	RateLimit           float64       // requests per second per API key
 	RateBurst           int
+	MaxStreamsPerKey    int // open SSE streams per API key
 	WebhookAllowPrivate bool
 	WebhookCAFile       string
 	WebhookCAs          *x509.CertPool // nil unless WebhookCAFile is set: system roots plus the file's certificates
 	SSEHeartbeat        time.Duration
 	MaxBodyBytes        int64
 	ShutdownTimeout     time.Duration
+	ReadTimeout         time.Duration
+	PasswordChecks      int
 }
 
 // Error is one invalid variable.
@@ -129,14 +136,18 @@ func Load(getenv func(string) string) (Config, error) {
 	c.LogFormat = l.oneOf(EnvLogFormat, LogFormatText, LogFormatJSON)
 	c.LogLevel = l.logLevel(EnvLogLevel)
 	c.ExecutorConcurrency = l.intIn(EnvExecutorConcurrency, 1, 100_000)
+	c.ExecutorShare = l.intIn(EnvExecutorWorkspaceShare, 1, 100)
 	c.CacheWindow = l.duration(EnvCacheWindow, true)
 	c.RateLimit = l.positiveFloat(EnvRateLimit)
 	c.RateBurst = l.intIn(EnvRateBurst, 1, 1_000_000_000)
+	c.MaxStreamsPerKey = l.intIn(EnvMaxStreamsPerKey, 1, 1_000_000)
 	c.WebhookAllowPrivate = l.boolean(EnvWebhookAllowPrivate)
 	c.WebhookCAFile, c.WebhookCAs = l.caFile(EnvWebhookCAFile)
 	c.SSEHeartbeat = l.duration(EnvSSEHeartbeat, false)
 	c.MaxBodyBytes = l.size(EnvMaxBodyBytes)
 	c.ShutdownTimeout = l.duration(EnvShutdownTimeout, false)
+	c.ReadTimeout = l.duration(EnvReadTimeout, false)
+	c.PasswordChecks = l.intIn(EnvPasswordChecks, 1, 1024)
 
 	if len(l.errs) > 0 {
 		return Config{}, l.errs
@@ -144,8 +155,24 @@ func Load(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// FromEnvironment is Load(os.Getenv).
-func FromEnvironment() (Config, error) { return Load(os.Getenv) }
+// FromEnvironment is Load(os.Getenv), except that an unset DATABASE_URL is taken from the
+// checkout's recorded database (RecordedDatabase, looked for in the working directory, then
+// above the binary's directory) before the default applies.
+func FromEnvironment() (Config, error) {
+	getenv, file := os.Getenv, ""
+	if strings.TrimSpace(os.Getenv(EnvDatabaseURL)) == "" {
+		url, path, ok, err := RecordedDatabase(checkoutDirs()...)
+		if err != nil {
+			return Config{}, Errors{{Var: EnvDatabaseURL, Reason: "unset, and this checkout's record of its database is unusable: " + err.Error()}}
+		}
+		if ok {
+			getenv, file = withDatabaseURL(os.Getenv, url), path
+		}
+	}
+	c, err := Load(getenv)
+	c.DatabaseURLFile = file
+	return c, err
+}
 
 // Sealer returns the sealer for secrets in events: SecretKey (or the generated key file in DataDir,
 // which logs a warning) to seal, plus PreviousSecretKeys to open older values.
@@ -195,10 +222,13 @@ func (c Config) LogFields() logrus.Fields {
 		"cacheWindow":         c.CacheWindow.String(),
 		"rateLimit":           c.RateLimit,
 		"rateBurst":           c.RateBurst,
+		"maxStreamsPerKey":    c.MaxStreamsPerKey,
 		"webhookAllowPrivate": c.WebhookAllowPrivate,
 		"sseHeartbeat":        c.SSEHeartbeat.String(),
 		"maxBodyBytes":        c.MaxBodyBytes,
 		"shutdownTimeout":     c.ShutdownTimeout.String(),
+		"readTimeout":         c.ReadTimeout.String(),
+		"passwordChecks":      c.PasswordChecks,
 	}
 	if c.EventStore == EventStoreKurrentDB {
 		f["kurrentdb"] = redactDSN(c.KurrentDBURL)

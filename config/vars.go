@@ -13,6 +13,9 @@ type Var struct {
 	Description string
 }
 
+// EnvExecutorWorkspaceShare is the percentage of the executor's slots one workspace may hold.
+const EnvExecutorWorkspaceShare = "SWITCHYARD_EXECUTOR_WORKSPACE_SHARE"
+
 // Names of the environment variables.
 const (
 	EnvDatabaseURL         = "DATABASE_URL"
@@ -29,17 +32,20 @@ const (
 	EnvCacheWindow         = "SWITCHYARD_CACHE_WINDOW"
 	EnvRateLimit           = "SWITCHYARD_RATE_LIMIT"
 	EnvRateBurst           = "SWITCHYARD_RATE_BURST"
+	EnvMaxStreamsPerKey    = "SWITCHYARD_MAX_STREAMS_PER_KEY"
 	EnvWebhookAllowPrivate = "SWITCHYARD_WEBHOOK_ALLOW_PRIVATE"
 	EnvWebhookCAFile       = "SWITCHYARD_WEBHOOK_CA_FILE"
 	EnvSSEHeartbeat        = "SWITCHYARD_SSE_HEARTBEAT"
 	EnvMaxBodyBytes        = "SWITCHYARD_MAX_BODY_BYTES"
 	EnvShutdownTimeout     = "SWITCHYARD_SHUTDOWN_TIMEOUT"
+	EnvReadTimeout         = "SWITCHYARD_READ_TIMEOUT"
+	EnvPasswordChecks      = "SWITCHYARD_PASSWORD_CHECKS"
 )
 
 // Vars lists every variable with its default, in the order --help and the docs show them.
 var Vars = []Var{
 	{EnvDatabaseURL, "postgres://postgres@127.0.0.1:5432/switchyard?sslmode=disable",
-		"PostgreSQL connection URL (or key=value string) for the read models, and for the events when the event store is postgres."},
+		"PostgreSQL connection URL (or key=value string) for the read models, and for the events when the event store is postgres. Unset: the database scripts/run.sh recorded for this checkout in .data/database.env (looked for in the working directory, then above the binary's directory), else this default."},
 	{EnvEventStore, "postgres",
 		"Event store backend: postgres (the events table in DATABASE_URL) or kurrentdb."},
 	{EnvKurrentDBURL, "",
@@ -60,14 +66,18 @@ var Vars = []Var{
 		"Log level: trace, debug, info, warn, error, fatal or panic."},
 	{EnvExecutorConcurrency, "64",
 		"Maximum number of component executions one process runs at the same time."},
+	{EnvExecutorWorkspaceShare, "50",
+		"Percentage (1 to 100) of SWITCHYARD_EXECUTOR_CONCURRENCY that one workspace's executions may hold at once; the rest of its work waits in its own queue, and free slots go to workspaces in turn, so one workspace's backlog cannot starve another's calls."},
 	{EnvCacheWindow, "10m",
 		"How long an identical call in a workspace is free after the first (Go duration); 0 disables the cache."},
 	{EnvRateLimit, "50",
 		"Sustained requests per second allowed per API key."},
 	{EnvRateBurst, "100",
 		"Requests per API key allowed in a burst above the sustained rate."},
+	{EnvMaxStreamsPerKey, "100",
+		"Server-sent-event streams (execution and run streams together) one API key may hold open at once, per process; past it a stream is answered 429."},
 	{EnvWebhookAllowPrivate, "false",
-		"Allow webhook callback URLs that resolve to private, loopback or link-local addresses, turning the SSRF guard off (local development and tests only)."},
+		"Allow webhook deliveries and http.request calls to reach private, loopback or link-local addresses, turning the SSRF guard off for both (local development and tests only)."},
 	{EnvWebhookCAFile, "",
 		"PEM file of extra CA certificates trusted for webhook HTTPS, in addition to the system roots."},
 	{EnvSSEHeartbeat, "15s",
@@ -76,6 +86,10 @@ var Vars = []Var{
 		"Largest request body accepted, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB)."},
 	{EnvShutdownTimeout, "30s",
 		"On SIGTERM, how long to let in-flight requests and executions finish before stopping (Go duration)."},
+	{EnvReadTimeout, "30s",
+		"How long a client may take to send a whole request, headers (at most 10 s of it) and body (Go duration); a slower client is disconnected. Responses, server-sent-event streams and waits are not limited by it."},
+	{EnvPasswordChecks, "4",
+		"Maximum number of sign-in password checks (argon2id, 64 MiB each) running at once; a sign-in that finds no free slot within 5 s is answered 503 with Retry-After."},
 }
 
 // Lookup returns the Var named name.

@@ -13,6 +13,8 @@ var (
 	ErrInsufficientCredits = errors.New("insufficient credits")
 	ErrForbidden           = errors.New("forbidden")
 	ErrInvalid             = errors.New("invalid")
+	// ErrUnavailable is a dependency (the database) that cannot be reached for now: retry later.
+	ErrUnavailable = errors.New("temporarily unavailable")
 )
 
 // ValidationError names the field that is wrong, for a 400 that tells the caller what to fix.
@@ -43,4 +45,17 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // Conflict builds a ConflictError.
 func Conflict(format string, args ...any) error {
 	return &ConflictError{Message: fmt.Sprintf(format, args...)}
+}
+
+// ForbiddenError is a refusal whose message is safe to show the caller (a 403 that says why).
+type ForbiddenError struct{ Message string }
+
+func (e *ForbiddenError) Error() string { return e.Message }
+
+// Unwrap makes errors.Is(err, ErrForbidden) match.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
+
+// Forbidden builds a ForbiddenError.
+func Forbidden(format string, args ...any) error {
+	return &ForbiddenError{Message: fmt.Sprintf(format, args...)}
 }

@@ -185,6 +185,13 @@ type AppendResult struct {
 	Position Position
 }
 
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	Stream   string
+	Expected ExpectedRevision
+	Events   []EventData
+}
+
 // Filter selects events of a subscription or log read. The zero Filter selects every event.
 // When both lists are set an event must match both.
 type Filter struct {
@@ -213,6 +220,12 @@ type Store interface {
 	// are already the stream's events at the revisions this append would give them succeeds
 	// without writing (idempotent retry) and reports where they are.
 	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
+	// AppendMulti appends to several streams in one call and returns one result per part, in
+	// the order given. Each part keeps Append's rules (expectation, idempotent repeat). The
+	// Postgres backend makes the call atomic: if any part fails nothing is written, and an
+	// expectation failure is a *WrongExpectedVersionError naming that part's stream. Backends
+	// that cannot be atomic say what they guarantee (docs/kurrentdb.md).
+	AppendMulti(ctx context.Context, appends ...StreamAppend) ([]AppendResult, error)
 	// ReadStream returns up to max events of stream starting at revision from, in revision order.
 	// A stream with no events read from revision 0 gives ErrStreamNotFound; read from a later
 	// revision, an unknown stream gives ErrStreamNotFound or no events, as the backend finds cheaper.

@@ -46,15 +46,3 @@ func BearerAuth(v BearerVerifier, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
-
-// RoleScopes are the scopes a session of a workspace member acts with: owners and admins have
-// every power, members read (billing included).
-func RoleScopes(role string) []string {
-	switch role {
-	case "owner", "admin":
-		return []string{identity.ScopeWorkspaceAdmin}
-	case "member":
-		return []string{identity.ScopeWorkspaceRead, identity.ScopeReadBilling}
-	}
-	return nil
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // testCore is the in-process service behind the HTTP tests: a database with projections, a
@@ -38,8 +40,14 @@ func newTestCore(t *testing.T, withExecutor bool) testCore {
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := testCore{env: env, hub: hub, log: log, reg: modules.Builtins(modules.BuiltinOptions{})}
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Options{SweepInterval: 100 * time.Millisecond,
+	c := testCore{env: env, hub: hub, log: log, reg: modules.Builtins(modules.BuiltinsConfig{})}
+	sealKey, _ := seal.GenerateKey()
+	sealer, err := seal.New(sealKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Cmds = commands.New(env.Store, commands.WithModules(c.reg), commands.WithSealer(sealer))
+	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
 	if withExecutor {
 		c.startExecutor(t)
@@ -49,7 +57,7 @@ func newTestCore(t *testing.T, withExecutor bool) testCore {
 
 // startExecutor runs an executor on the core's database until the test ends.
 func (c testCore) startExecutor(t *testing.T) {
-	ex := executor.New(c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Options{SweepInterval: 100 * time.Millisecond,
+	ex := executor.New(c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: c.log})
 	testenv.Go(t, ex.Run)
 }

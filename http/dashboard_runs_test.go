@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,11 +21,13 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/console"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/internal/browsertest"
 	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/seal"
@@ -54,19 +55,21 @@ func newDashStack(t *testing.T) *dashStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := httpapi.NewServer(httpapi.Options{Logger: log})
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-	idp, err := identity.New(identity.Options{Issuer: srv.URL, Cmds: env.Cmds, Queries: env.Queries, Sealer: sealer, Logger: log})
+	idp, err := identity.New(identity.Config{Issuer: srv.URL, Cmds: env.Cmds, Queries: env.Queries, Sealer: sealer, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := idp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	idp.Mount(server.Router, server.V1)
-	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
+	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+		Hub: hub, Identity: idp})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler = server.Handler()
 	return &dashStack{core: core, env: env, hub: hub, srv: srv, log: log}
 }
@@ -260,7 +263,7 @@ func TestDashboardRunDetailAndStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("detail: %d %s", resp.StatusCode, body)
 	}
-	var d httpapi.DashboardRunDetail
+	var d console.RunDetail
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -339,11 +342,11 @@ func TestDashboardRunDetailAndStream(t *testing.T) {
 			t.Errorf("component %s carries its config", c["id"])
 		}
 	}
-	d = httpapi.DashboardRunDetail{}
+	d = console.RunDetail{}
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]httpapi.DashboardComponent{}
+	byID := map[string]console.RunComponent{}
 	for _, c := range d.Components {
 		byID[c.ID] = c
 	}
@@ -352,7 +355,7 @@ func TestDashboardRunDetailAndStream(t *testing.T) {
 		t.Fatalf("finished detail: %s, %d pending, %d stages", d.Status, d.PendingStageCount, len(d.RunStages))
 	}
 	if work.Status != "COMPLETED" || work.ForEach != "each" || work.Iterations == nil || *work.Iterations != 3 ||
-		work.Counts != (httpapi.StageCounts{Completed: 3}) {
+		work.Counts != (console.StageCounts{Completed: 3}) {
 		t.Fatalf("body component: %+v", work)
 	}
 	if each.Status != "COMPLETED" || each.Iterations == nil || *each.Iterations != 3 || each.IterationsDone == nil || *each.IterationsDone != 3 {
@@ -372,11 +375,11 @@ func TestDashboardRunDetailAndStream(t *testing.T) {
 	resp, body = s.get(t, base, token)
 	csp := resp.Header.Get("Content-Security-Policy")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-run-id="`+id+`"`) ||
-		!strings.Contains(string(body), `<script src="/dashboard/static/run.js?v=`) || !strings.Contains(csp, "script-src 'self'") ||
+		!strings.Contains(string(body), `<script src="/console/static/run.js?v=`) || !strings.Contains(csp, "script-src 'self'") ||
 		strings.Contains(csp, "unsafe-inline") || strings.Count(string(body), "<tr data-stage-id=") != 6 {
 		t.Fatalf("page: %d, CSP %q\n%s", resp.StatusCode, csp, body)
 	}
-	for _, asset := range []string{"/dashboard/static/run.js", "/dashboard/static/run.css"} {
+	for _, asset := range []string{"/console/static/run.js", "/console/static/run.css"} {
 		if resp, body := s.get(t, asset, ""); resp.StatusCode != http.StatusOK || len(body) == 0 {
 			t.Fatalf("%s: %d", asset, resp.StatusCode)
 		}
@@ -392,7 +395,7 @@ func TestDashboardRunCancelled(t *testing.T) {
 	}
 	token := s.session(t, email)
 	resp, body := s.get(t, "/dashboard/runs/"+id+"/detail", token)
-	var d httpapi.DashboardRunDetail
+	var d console.RunDetail
 	if err := json.Unmarshal(body, &d); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("detail: %d %s", resp.StatusCode, body)
 	}
@@ -412,35 +415,6 @@ func TestDashboardRunCancelled(t *testing.T) {
 	}
 }
 
-// dashChromium finds Debian's chromium (scripts/test.sh installs it when missing). Under CI a
-// missing browser fails the test: CI installs one, so its absence is a broken setup.
-func dashChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" || os.Getenv("SWITCHYARD_TEST_BROWSER") == "1" {
-		t.Fatal("no chromium on PATH although CI needs the browser test: apt-get install chromium")
-	}
-	t.Skip("no chromium on PATH: scripts/test.sh installs it (apt-get install chromium)")
-	return ""
-}
-
-// dashArtifacts is the repository's artifacts/ directory, which scripts/test.sh keeps.
-func dashArtifacts(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../artifacts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestDashboardRunPageInBrowser drives a real Chromium: sign in, open the page of a run whose
 // first module stage waits for an executor, start one, and watch the node turn from CREATED
 // grey to COMPLETED green and the run finish, with no reload of the page.
@@ -448,15 +422,12 @@ func TestDashboardRunPageInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a browser; skipped with -short")
 	}
-	chrome := dashChromium(t)
+	chrome := browsertest.Chromium(t)
 	s := newDashStack(t)
 	email, ws := s.user(t)
 	id := s.startRun(t, ws, 5)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.WindowSize(1280, 1000))
+	opts := browsertest.Options(chrome, 1280, 1000)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
@@ -519,8 +490,8 @@ func TestDashboardRunPageInBrowser(t *testing.T) {
 	if st := s.waitRunEnded(t, id); st.Status != run.StatusCompleted {
 		t.Fatalf("run %s", st.Status)
 	}
-	path := filepath.Join(dashArtifacts(t), "run-page.png")
-	for file, png := range map[string][]byte{path: shot, filepath.Join(dashArtifacts(t), "run-page-in-progress.png"): early} {
+	path := filepath.Join(browsertest.ArtifactsDir(t), "run-page.png")
+	for file, png := range map[string][]byte{path: shot, filepath.Join(browsertest.ArtifactsDir(t), "run-page-in-progress.png"): early} {
 		if len(png) < 8 || string(png[1:4]) != "PNG" {
 			t.Fatalf("screenshot %s of %d bytes is not a PNG", file, len(png))
 		}

@@ -3,66 +3,34 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/http/httperr"
 )
 
 // ErrorBody is the body of every non-2xx /v1 response (SPEC.md 7).
-type ErrorBody struct {
-	Message    string `json:"message"`
-	StatusCode int    `json:"statusCode"`
-	Error      string `json:"error"`
-}
+type ErrorBody = httperr.Body
 
 // WriteError writes status with the SPEC.md 7 body.
-func WriteError(w http.ResponseWriter, status int, message string) {
-	WriteJSON(w, status, ErrorBody{Message: message, StatusCode: status, Error: http.StatusText(status)})
-}
+func WriteError(w http.ResponseWriter, status int, message string) { httperr.Write(w, status, message) }
 
 // WriteJSON writes v as the JSON body with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func WriteJSON(w http.ResponseWriter, status int, v any) { httperr.JSON(w, status, v) }
 
-// WriteDomainError maps an error from commands or queries to its status; anything unexpected
-// is logged and answered 500 without detail, so internals never leak to callers.
+// WriteDomainError answers an error from commands or queries by the one mapping of
+// httperr.Rules; anything unexpected is logged with the request's fields and answered 500
+// without detail.
 func WriteDomainError(w http.ResponseWriter, r *http.Request, err error) {
-	var ve *domain.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		WriteError(w, http.StatusBadRequest, ve.Error())
-	case errors.Is(err, domain.ErrNotFound):
-		WriteError(w, http.StatusNotFound, "not found")
-	case errors.Is(err, domain.ErrAlreadyExists), errors.Is(err, domain.ErrConflict):
-		WriteError(w, http.StatusConflict, conflictMessage(err))
-	case errors.Is(err, domain.ErrInsufficientCredits):
-		WriteError(w, http.StatusPaymentRequired, "insufficient credits")
-	case errors.Is(err, domain.ErrForbidden):
-		WriteError(w, http.StatusForbidden, "forbidden")
-	default:
-		LoggerFrom(r.Context()).WithError(err).Error("request failed")
-		WriteError(w, http.StatusInternalServerError, "internal error")
-	}
+	httperr.WriteErr(w, LoggerFrom(r.Context()), err)
 }
 
-func conflictMessage(err error) string {
-	var ce *domain.ConflictError
-	if errors.As(err, &ce) {
-		return ce.Message
-	}
-	if errors.Is(err, domain.ErrAlreadyExists) {
-		return "already exists"
-	}
-	return "conflict"
-}
+// UnavailableRetryAfter is the Retry-After of a 503 (httperr.UnavailableRetryAfter).
+const UnavailableRetryAfter = httperr.UnavailableRetryAfter
+
+// WriteUnavailable answers 503 with Retry-After: a dependency cannot be reached for now.
+func WriteUnavailable(w http.ResponseWriter) { httperr.WriteUnavailable(w) }
 
 // notFound answers unknown routes with the SPEC.md 7 body.
 func notFound(w http.ResponseWriter, r *http.Request) {

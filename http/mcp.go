@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,8 @@ const HeaderMCPToken = "X-Mcp-Token"
 const (
 	MsgMissingMCPToken = "missing MCP token (header " + HeaderMCPToken + ")"
 	MsgInvalidMCPToken = "invalid MCP token"
+	// MsgUnknownMCPTokens is the 429 of an address that sent too many unknown tokens.
+	MsgUnknownMCPTokens = "too many unknown MCP tokens from this address"
 )
 
 // mcpServerVersion is the version the MCP server announces in its handshake.
@@ -50,6 +53,10 @@ type MCP struct {
 	// RateLimit spends cost tokens of a bucket named by key, answering 429 itself when it
 	// refuses (SDKAuth.Limit); nil disables rate limiting.
 	RateLimit func(w http.ResponseWriter, key string, cost int) bool
+	// ThrottleUnknown puts each token lookup under the per-address throttle of unknown
+	// credentials (SDKAuth.ThrottleUnknown), so random well-formed tokens cannot each cost a
+	// store read; nil disables it.
+	ThrottleUnknown func(w http.ResponseWriter, r *http.Request, id, refusal string) (settle func(found bool), ok bool)
 	// CacheWindow is SWITCHYARD_CACHE_WINDOW, as for SDK submits.
 	CacheWindow time.Duration
 	// Now is the clock tokens expire by (time.Now).
@@ -137,7 +144,8 @@ func (m *MCP) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// token authenticates X-Mcp-Token; on failure it has answered 401. The token's stream is
+// token authenticates X-Mcp-Token; on failure it has answered 401 (429 when the caller's
+// address sent too many unknown tokens, 503 when the store is unreachable). The token's stream is
 // folded on every request (only the events after the handler's cached state are read), so a
 // revocation or expiry takes effect on the very next request, on every instance.
 func (m *MCP) token(w http.ResponseWriter, r *http.Request) (mcpCaller, bool) {
@@ -151,12 +159,19 @@ func (m *MCP) token(w http.ResponseWriter, r *http.Request) (mcpCaller, bool) {
 		WriteError(w, http.StatusUnauthorized, MsgInvalidMCPToken)
 		return mcpCaller{}, false
 	}
+	settle := func(bool) {}
+	if m.ThrottleUnknown != nil {
+		var ok bool
+		if settle, ok = m.ThrottleUnknown(w, r, "mcp:"+id, MsgUnknownMCPTokens); !ok {
+			return mcpCaller{}, false
+		}
+	}
 	st, err := m.Cmds.MCPToken(r.Context(), id)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
-		LoggerFrom(r.Context()).WithError(err).Error("mcp auth: token lookup")
-		WriteError(w, http.StatusInternalServerError, "internal error")
+		WriteDomainError(w, r, fmt.Errorf("mcp auth: token lookup: %w", err))
 		return mcpCaller{}, false
 	}
+	settle(err == nil)
 	// Compared whether or not the token was found, in constant time, so timing tells nothing
 	// about which tokens exist or how much of a hash matched.
 	hashOK := subtle.ConstantTimeCompare([]byte(mcptoken.Hash(raw)), []byte(st.Hash)) == 1

@@ -45,9 +45,9 @@ func newMCPStack(t *testing.T, rate float64, burst int) *mcpStack {
 	t.Helper()
 	core := newTestCore(t, true)
 	env, hub, log, reg := core.env, core.hub, core.log, core.reg
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
 		RatePerSecond: rate, Burst: burst, Logger: log})
-	server := httpapi.NewServer(httpapi.Options{Logger: log})
+	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.MCP{Cmds: env.Cmds, Queries: env.Queries, Registry: reg, Hub: hub, RateLimit: auth.Limit, Logger: log}).Mount(server.V1)
 	bearer := fakeBearer{}
 	(&httpapi.Workspaces{Cmds: env.Cmds, Queries: env.Queries, Auth: bearer}).Mount(server.V1)
@@ -461,15 +461,23 @@ func TestMCPTokenWorkspaceEndpoints(t *testing.T) {
 	}
 
 	t.Run("list is paginated and never shows a token", func(t *testing.T) {
-		s.env.CaughtUp(t, "mcptokens")
-		resp, body := s.bearerDo(t, http.MethodGet, base+"?page=1&limit=2", "admin", "")
-		var page struct {
-			Data                    []map[string]any
-			Total, Page, TotalPages int
-		}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil {
-			t.Fatalf("list: %d %s", resp.StatusCode, body)
-		}
+		// CaughtUp reads the log only up to its horizon, which an append still running
+		// elsewhere can hold before the mints: wait for the list itself to show all three.
+		var (
+			resp *http.Response
+			body []byte
+			page struct {
+				Data                    []map[string]any
+				Total, Page, TotalPages int
+			}
+		)
+		testenv.Eventually(t, 60*time.Second, "the list to show the three tokens", func() bool {
+			resp, body = s.bearerDo(t, http.MethodGet, base+"?page=1&limit=2", "admin", "")
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil {
+				t.Fatalf("list: %d %s", resp.StatusCode, body)
+			}
+			return page.Total >= 3
+		})
 		if page.Total != 3 || page.Page != 1 || page.TotalPages != 2 || len(page.Data) != 2 {
 			t.Fatalf("page 1: %s", body)
 		}

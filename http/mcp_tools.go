@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -117,27 +118,25 @@ func (m *MCP) tool(server *mcp.Server, t *mcp.Tool, f toolFunc) {
 	})
 }
 
-// toolMessage is what the model reads of a failed call: the same distinctions the REST API's
-// status codes make, never internals (those are logged).
+// toolMessage is what the model reads of a failed call: the message of the one error mapping
+// (httperr.Rules) the REST API answers with, never internals (those are logged).
 func (m *MCP) toolMessage(ctx context.Context, tool string, err error) string {
 	var te *mcpToolError
-	var ve *domain.ValidationError
-	switch {
-	case errors.As(err, &te):
+	if errors.As(err, &te) {
 		return te.msg
-	case errors.As(err, &ve):
-		return "invalid arguments: " + ve.Error()
-	case errors.Is(err, domain.ErrNotFound):
-		return "not found"
-	case errors.Is(err, domain.ErrInsufficientCredits):
-		return "insufficient credits: the workspace's balance does not cover this call (see get_balance)"
-	case errors.Is(err, domain.ErrAlreadyExists), errors.Is(err, domain.ErrConflict):
-		return conflictMessage(err)
-	case errors.Is(err, domain.ErrForbidden):
-		return "forbidden"
 	}
-	LoggerFrom(ctx).WithError(err).WithField("tool", tool).Error("mcp tool failed")
-	return "internal error"
+	status, msg, ok := httperr.Classify(err)
+	if !ok {
+		LoggerFrom(ctx).WithError(err).WithField("tool", tool).Error("mcp tool failed")
+		return msg
+	}
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid arguments: " + msg
+	case http.StatusPaymentRequired:
+		return msg + ": the workspace's balance does not cover this call (see get_balance)"
+	}
+	return msg
 }
 
 // decodeArguments reads a tool's arguments into v, refusing unknown fields; absent arguments
@@ -205,28 +204,14 @@ func (m *MCP) executeComponent(ctx context.Context, caller mcpCaller, args json.
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Registry.Validate(req.Module, req.Config, req.Input); err != nil {
-		return nil, moduleError(err)
-	}
-	mod, _ := m.Registry.Get(req.Module)
-	st, err := m.Cmds.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: caller.WorkspaceID, Module: req.Module,
-		Input: req.Input, Config: req.Config, Attempts: req.Attempts, CostMilli: mod.CostMilli(), CacheWindow: m.CacheWindow})
+	start := time.Now()
+	cmd := req.command(Caller{WorkspaceID: caller.WorkspaceID})
+	cmd.CacheWindow = m.CacheWindow
+	st, err := m.Cmds.SubmitExecution(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	if req.WaitForMs > 0 && !st.Status.Terminal() {
-		st = m.components().wait(ctx, st, time.Duration(req.WaitForMs)*time.Millisecond)
-	}
-	return st.Record(), nil
-}
-
-// moduleError turns a module's refusal of its config or input into a validation error.
-func moduleError(err error) error {
-	var ve *modules.ValidationError
-	if errors.As(err, &ve) {
-		return domain.Invalid(ve.Field, "%s", ve.Message)
-	}
-	return err
+	return m.components().waitRest(ctx, st, cmd.WaitFor-time.Since(start)).Record(), nil
 }
 
 // components lends the SDK's waiting code, so both endpoints wait alike.

@@ -24,13 +24,14 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/internal/openapitest"
 	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
 )
 
-func loadSpec(t *testing.T) *httpapi.OpenAPI {
+func loadSpec(t *testing.T) *openapitest.OpenAPI {
 	t.Helper()
-	spec, err := httpapi.ParseOpenAPI(httpapi.OpenAPIDocument())
+	spec, err := openapitest.Parse(httpapi.OpenAPIDocument())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,27 +70,25 @@ func newAPIStack(t *testing.T) *apiStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})
-	server := httpapi.NewServer(httpapi.Options{Logger: log})
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-
-	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Sealer: sealer, Auth: auth}).Mount(server.V1)
-	(&httpapi.SDKWorkflows{Cmds: env.Cmds, Queries: env.Queries, Hub: hub, Auth: auth}).Mount(server.V1)
-	(&httpapi.MCP{Cmds: env.Cmds, Queries: env.Queries, Registry: reg, Hub: hub, RateLimit: auth.Limit, Logger: log}).Mount(server.V1)
-	idp, err := identity.New(identity.Options{Issuer: srv.URL, Cmds: env.Cmds, Queries: env.Queries, Sealer: sealer, Logger: log})
+	idp, err := identity.New(identity.Config{Issuer: srv.URL, Cmds: env.Cmds, Queries: env.Queries, Sealer: sealer, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := idp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	idp.Mount(server.Router, server.V1)
-	(&httpapi.Workspaces{Cmds: env.Cmds, Queries: env.Queries, Auth: idp}).Mount(server.V1)
-	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
-	(&httpapi.DashboardRuns{Cmds: env.Cmds, Hub: hub, Auth: idp}).Mount(server.Router)
+	// The service's own routes (httpapi.Routes, as serve builds them), so the walk below
+	// checks every route serve has.
+	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+		Registry: reg, Hub: hub, SDKAuth: auth, Identity: idp})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler = server.Handler()
 
 	s := &apiStack{env: env, server: server, srv: srv, email: "staff-" + uuid.NewString()[:8] + "@example.com"}
@@ -175,7 +174,7 @@ func TestOpenAPIDocumentIsWellFormed(t *testing.T) {
 	}
 
 	// Served as is at GET /openapi.json.
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Options{}).Handler())
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.ServerConfig{}).Handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/openapi.json")
 	if err != nil {
@@ -315,7 +314,7 @@ func send(t *testing.T, req *http.Request) (*http.Response, []byte) {
 }
 
 // conforms checks a response against the document and its status against want.
-func conforms(t *testing.T, spec *httpapi.OpenAPI, resp *http.Response, body []byte, want int) map[string]any {
+func conforms(t *testing.T, spec *openapitest.OpenAPI, resp *http.Response, body []byte, want int) map[string]any {
 	t.Helper()
 	req := resp.Request
 	if resp.StatusCode != want {

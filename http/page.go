@@ -3,37 +3,19 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/projections"
 )
 
 // Pagination defaults of every list endpoint (SPEC.md 4.9 leaves them open).
 const (
-	DefaultPageLimit = 20
-	MaxPageLimit     = 100
+	DefaultPageLimit = projections.DefaultPageLimit
+	MaxPageLimit     = projections.MaxPageLimit
 )
 
 // ParsePage reads the page (from 1) and limit (1 to 100, default 20) query parameters.
 func ParsePage(r *http.Request) (projections.Page, error) {
-	p := projections.Page{Page: 1, Limit: DefaultPageLimit}
-	q := r.URL.Query()
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return p, domain.Invalid("page", "must be an integer of at least 1")
-		}
-		p.Page = n
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPageLimit {
-			return p, domain.Invalid("limit", "must be an integer from 1 to %d", MaxPageLimit)
-		}
-		p.Limit = n
-	}
-	return p, nil
+	return projections.PageFromQuery(r.URL.Query())
 }
 
 // PageBody is the shape of every list response.

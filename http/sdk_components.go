@@ -16,7 +16,6 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/livehub"
-	"github.com/switchyard/switchyard/seal"
 )
 
 // submitCost is the rate-limit cost of a submit: SPEC.md 4.1's 2x multiplier.
@@ -30,7 +29,6 @@ type SDKComponents struct {
 	Cmds     *commands.Handler
 	Registry *modules.Registry
 	Hub      *livehub.Hub
-	Sealer   *seal.Sealer
 	Auth     *SDKAuth
 	// CacheWindow is SWITCHYARD_CACHE_WINDOW: how long identical calls are free after the first.
 	CacheWindow time.Duration
@@ -40,11 +38,11 @@ type SDKComponents struct {
 
 // Mount adds the routes to the /v1 router.
 func (s *SDKComponents) Mount(v1 *mux.Router) {
-	v1.Handle("/sdk/components", s.Auth.Route(submitCost, http.HandlerFunc(s.submit))).Methods(http.MethodPost)
-	v1.Handle("/sdk/components/executions/{executionId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
+	v1.Handle("/sdk/components", s.Auth.Route(submitCost, http.HandlerFunc(s.submit), UnscopedOnly)).Methods(http.MethodPost)
+	v1.Handle("/sdk/components/executions/{executionId}", s.Auth.Route(1, http.HandlerFunc(s.get), ForExecution)).Methods(http.MethodGet)
 	v1.Handle("/sdk/modules", s.Auth.Route(1, http.HandlerFunc(s.listModules))).Methods(http.MethodGet)
-	v1.Handle("/sdk/components/executions/{executionId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream))).Methods(http.MethodGet)
-	v1.Handle("/sdk/components/executions/{executionId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayCallback))).Methods(http.MethodPost)
+	v1.Handle("/sdk/components/executions/{executionId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), ForExecution, Stream)).Methods(http.MethodGet)
+	v1.Handle("/sdk/components/executions/{executionId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayCallback), ForExecution)).Methods(http.MethodPost)
 }
 
 func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {
@@ -64,13 +62,10 @@ func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "Idempotency-Key: must be at most 255 characters")
 		return
 	}
-	cmd, err := s.command(req, caller)
-	if err != nil {
-		WriteDomainError(w, r, err)
-		return
-	}
+	start := time.Now()
+	cmd := req.command(caller)
 	sum := sha256.Sum256(body)
-	cmd.IdempotencyKey, cmd.BodyHash = key, hex.EncodeToString(sum[:])
+	cmd.IdempotencyKey, cmd.BodyHash, cmd.CacheWindow = key, hex.EncodeToString(sum[:]), s.CacheWindow
 	st, err := s.Cmds.SubmitExecution(r.Context(), cmd)
 	if errors.Is(err, execution.ErrIdempotencyKeyReused) {
 		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different request body")
@@ -80,34 +75,16 @@ func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {
 		WriteDomainError(w, r, err)
 		return
 	}
-	if req.WaitForMs > 0 && !st.Status.Terminal() {
-		st = s.wait(r.Context(), st, time.Duration(req.WaitForMs)*time.Millisecond)
-	}
-	WriteJSON(w, http.StatusOK, st.Record())
+	WriteJSON(w, http.StatusOK, s.waitRest(r.Context(), st, cmd.WaitFor-time.Since(start)).Record())
 }
 
-// command checks the module, config and input, and seals the callback's secrets.
-func (s *SDKComponents) command(req submitRequest, caller Caller) (commands.SubmitExecution, error) {
-	if err := s.Registry.Validate(req.Module, req.Config, req.Input); err != nil {
-		var ve *modules.ValidationError
-		if errors.As(err, &ve) {
-			return commands.SubmitExecution{}, domain.Invalid(ve.Field, "%s", ve.Message)
-		}
-		return commands.SubmitExecution{}, err
+// waitRest waits the rest of a submit's waitForMs for an execution the submit did not see
+// end (another instance runs it, or a cached repeat waits for its first call): through the
+// live hub, until the execution ends or the wait does; it returns the state at that moment.
+func (s *SDKComponents) waitRest(ctx context.Context, st execution.State, d time.Duration) execution.State {
+	if d <= 0 || st.Status.Terminal() {
+		return st
 	}
-	m, _ := s.Registry.Get(req.Module)
-	cb, err := sealCallback(s.Sealer, req)
-	if err != nil {
-		return commands.SubmitExecution{}, err
-	}
-	return commands.SubmitExecution{WorkspaceID: caller.WorkspaceID, APIKeyID: caller.KeyID, Module: req.Module,
-		Input: req.Input, Config: req.Config, Attempts: req.Attempts, CostMilli: m.CostMilli(), Callback: cb,
-		CacheWindow: s.CacheWindow}, nil
-}
-
-// wait answers waitForMs from the live hub: it returns when the execution ends or the wait
-// does, with the state at that moment.
-func (s *SDKComponents) wait(ctx context.Context, st execution.State, d time.Duration) execution.State {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_ = s.Hub.Until(ctx, commands.ExecutionStream(st.ID), time.Second, func() (bool, error) {

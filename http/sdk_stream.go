@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
@@ -60,7 +58,7 @@ type sseSource interface {
 // the hub's notices coalesce: RUNNING is reported even if the execution ended before the
 // stream caught up.
 type executionFeed struct {
-	store  eventstore.Store
+	cmds   *commands.Handler
 	stream string
 	state  execution.State
 	next   uint64
@@ -72,7 +70,8 @@ func (f *executionFeed) terminal() bool { return f.state.Status.Terminal() }
 // advance reads the events after those folded and returns the changes of status among them.
 func (f *executionFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
-	_, err := foldStream(ctx, f.store, f.stream, &f.next, func(rev uint64, ev domain.Event) error {
+	var err error
+	f.next, err = f.cmds.ReadEvents(ctx, f.stream, f.next, func(rev uint64, ev domain.Event) error {
 		before := f.state.Status
 		f.state = f.state.Evolve(ev)
 		f.exists = f.state.Exists
@@ -87,38 +86,6 @@ func (f *executionFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		return nil
 	})
 	return out, err
-}
-
-// sseReadBatch is how many events a stream's feed reads at a time.
-const sseReadBatch = 256
-
-// foldStream reads stream from *next to its end, decoding each event for apply and moving
-// *next past it. It reports whether any event was read; a stream that does not exist is
-// empty.
-func foldStream(ctx context.Context, store eventstore.Store, stream string, next *uint64, apply func(rev uint64, ev domain.Event) error) (bool, error) {
-	read := false
-	for {
-		recs, err := store.ReadStream(ctx, stream, *next, sseReadBatch)
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return read, nil
-		}
-		if err != nil {
-			return read, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for _, rec := range recs {
-			ev, err := domain.Events.Decode(rec.Type, rec.Data)
-			if err != nil {
-				return read, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
-			}
-			if err := apply(rec.Revision, ev); err != nil {
-				return read, err
-			}
-			*next, read = rec.Revision+1, true
-		}
-		if len(recs) < sseReadBatch {
-			return read, nil
-		}
-	}
 }
 
 func streamEventOf(s execution.State) StreamEvent {
@@ -145,7 +112,7 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 	name := commands.ExecutionStream(id)
 	// Registered before the state is read: an update that lands in between still wakes us.
 	watch := s.Hub.Watch(name)
-	feed := &executionFeed{store: s.Cmds.Store(), stream: name}
+	feed := &executionFeed{cmds: s.Cmds, stream: name}
 	changes, err := feed.advance(r.Context())
 	if err == nil && (!feed.exists || feed.state.WorkspaceID != caller.WorkspaceID) {
 		err = fmt.Errorf("execution %s not found: %w", id, domain.ErrNotFound)

@@ -29,7 +29,6 @@ import (
 	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/livehub"
-	"github.com/switchyard/switchyard/seal"
 )
 
 // BenchmarkSSEIdleStreams opens SSE_BENCH_STREAMS (default 10000) idle execution streams on
@@ -277,12 +276,10 @@ func TestSSEBenchServerProcess(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	sk, _ := seal.GenerateKey()
-	sealer, _ := seal.New(sk)
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
 		RatePerSecond: 1e9, Burst: 1e9, Logger: log})
-	server := httpapi.NewServer(httpapi.Options{Logger: log})
-	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: modules.Builtins(modules.BuiltinOptions{}), Hub: hub, Sealer: sealer,
+	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
+	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: modules.Builtins(modules.BuiltinsConfig{}), Hub: hub,
 		Auth: auth, Heartbeat: httpapi.DefaultSSEHeartbeat}).Mount(server.V1)
 	server.Router.HandleFunc("/bench/stats", func(w http.ResponseWriter, _ *http.Request) {
 		// Several collections: each may halve the stacks of idle goroutines, as a running

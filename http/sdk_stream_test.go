@@ -70,7 +70,7 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 		t.Fatal(err)
 	}
 	g := &gates{m: map[string]chan struct{}{}}
-	reg := modules.Builtins(modules.BuiltinOptions{})
+	reg := modules.Builtins(modules.BuiltinsConfig{})
 	gate, err := modules.NewModule(modules.Definition{Name: "test.gate", Timeout: 30 * time.Second,
 		Run: func(ctx context.Context, call modules.Call) (json.RawMessage, error) {
 			var in struct{ Gate string }
@@ -88,18 +88,19 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 	if err := reg.Register(gate); err != nil {
 		t.Fatal(err)
 	}
-	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Options{Worker: "t", SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
-	testenv.Go(t, ex.Run)
 	key, _ := seal.GenerateKey()
 	sealer, err := seal.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	env.Cmds = commands.New(env.Store, commands.WithModules(reg), commands.WithSealer(sealer))
+	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Config{Worker: "t", SweepInterval: 100 * time.Millisecond,
+		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
+	testenv.Go(t, ex.Run)
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})
-	server := httpapi.NewServer(httpapi.Options{Logger: log})
-	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Sealer: sealer, Auth: auth, Heartbeat: heartbeat}).Mount(server.V1)
+	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
+	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Auth: auth, Heartbeat: heartbeat}).Mount(server.V1)
 	srv := httptest.NewServer(server.Handler())
 	t.Cleanup(srv.Close)
 	s := &sdkStack{env: env, hub: hub, srv: srv, gates: g}
@@ -455,5 +456,37 @@ func TestReplayCallbackEndpoint(t *testing.T) {
 	}
 	if _, err := s.cl.Submit(ctx, client.SubmitRequest{Module: "core.echo", CallbackURL: "http://hooks.example.com/x"}); !client.IsStatus(err, http.StatusBadRequest) {
 		t.Fatalf("an http callbackUrl: %v", err)
+	}
+}
+
+// Text jsonb cannot store is a 400 naming the field, and the refused submit appends nothing.
+func TestSubmitRefusesUnstorableText(t *testing.T) {
+	s := newSDKStack(t, 0)
+	ctx := context.Background()
+	count := func() int {
+		var n int
+		if err := s.env.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		field string
+		req   client.SubmitRequest
+	}{
+		{"input", client.SubmitRequest{Module: "core.echo", Input: map[string]string{"a": "x\x00y"}}},
+		{"config", client.SubmitRequest{Module: "core.echo", Config: map[string]string{"\x00": "y"}}},
+		{"callbackSecret", client.SubmitRequest{Module: "core.echo", CallbackURL: "https://hooks.example.com/x", CallbackSecret: "a\x00"}},
+		{"callbackHeaders.X-A", client.SubmitRequest{Module: "core.echo", CallbackURL: "https://hooks.example.com/x", CallbackHeaders: map[string]string{"X-A": "\x00"}}},
+	} {
+		before := count()
+		_, err := s.cl.Submit(ctx, tc.req)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.StatusCode != http.StatusBadRequest || !strings.Contains(ce.Message, tc.field) {
+			t.Fatalf("%s with a NUL: %v, want a 400 naming it", tc.field, err)
+		}
+		if after := count(); after != before {
+			t.Fatalf("%s: the refused submit appended %d events", tc.field, after-before)
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/livehub"
 )
@@ -38,7 +37,7 @@ type SDKWorkflows struct {
 func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows", s.Auth.Route(1, http.HandlerFunc(s.list))).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
-	v1.Handle("/sdk/workflows/executions/{runId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream))).Methods(http.MethodGet)
+	v1.Handle("/sdk/workflows/executions/{runId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), Stream)).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/cancel", s.Auth.Route(1, http.HandlerFunc(s.cancel))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)
@@ -271,7 +270,7 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	name := commands.RunStream(id)
 	watch := s.Hub.Watch(name) // before the state is read: nothing falls in between
-	feed := &runFeed{store: s.Cmds.Store(), stream: name}
+	feed := &runFeed{cmds: s.Cmds, stream: name}
 	first, err := feed.advance(r.Context())
 	if err == nil && (!feed.state.Exists || feed.state.WorkspaceID != caller.WorkspaceID) {
 		err = fmt.Errorf("run %s not found: %w", id, domain.ErrNotFound)
@@ -293,7 +292,7 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 // each read, and the state at each change of the run's status within it, so no status is
 // skipped however the hub's notices coalesce.
 type runFeed struct {
-	store  eventstore.Store
+	cmds   *commands.Handler
 	stream string
 	state  run.State
 	next   uint64
@@ -303,9 +302,11 @@ func (f *runFeed) terminal() bool { return f.state.Status.Terminal() }
 
 func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
-	read, err := foldStream(ctx, f.store, f.stream, &f.next, func(rev uint64, ev domain.Event) error {
+	from := f.next
+	var err error
+	f.next, err = f.cmds.ReadEvents(ctx, f.stream, from, func(rev uint64, ev domain.Event) error {
 		before := f.state.Status
-		f.state = f.state.Evolve(ev)
+		f.state.Apply(ev) // the feed owns its state
 		if f.state.Status == before {
 			return nil
 		}
@@ -316,7 +317,7 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if read && (len(out) == 0 || out[len(out)-1].revision != f.next-1) {
+	if f.next > from && (len(out) == 0 || out[len(out)-1].revision != f.next-1) {
 		return f.appendState(out, f.next-1)
 	}
 	return out, nil

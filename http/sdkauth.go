@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -39,13 +41,22 @@ const (
 	MsgExpiredTimestamp = "expired timestamp"
 )
 
-// Defaults of SDKAuthOptions.
+// Defaults of SDKAuthConfig.
 const (
-	DefaultSDKSkew      = 300 * time.Second
-	DefaultSDKCacheTTL  = 5 * time.Second
-	MaxSDKCacheTTL      = 5 * time.Second
-	DefaultSDKRate      = 50
-	DefaultSDKBurst     = 100
+	DefaultSDKSkew     = 300 * time.Second
+	DefaultSDKCacheTTL = 5 * time.Second
+	MaxSDKCacheTTL     = 5 * time.Second
+	DefaultSDKRate     = 50
+	DefaultSDKBurst    = 100
+	// DefaultMaxStreamsPerKey is SDKAuthConfig.MaxStreamsPerKey's default.
+	DefaultMaxStreamsPerKey = 100
+	// DefaultUnknownKeyRate and DefaultUnknownKeyBurst bound the store reads for unknown keys
+	// per client address: a client that mistyped its key retries well within them.
+	DefaultUnknownKeyRate  = 1
+	DefaultUnknownKeyBurst = 20
+	// knownKeyTTL is how long a key found in the store is exempt from its address's throttle
+	// of unknown keys (it is still read again after CacheTTL).
+	knownKeyTTL         = 10 * time.Minute
 	lookupTimeout       = 10 * time.Second
 	maxCachedKeys       = 50_000
 	maxLimitedKeys      = 100_000
@@ -130,8 +141,8 @@ type ReplayGuard interface {
 	Seen(ctx context.Context, signature []byte, until time.Time) (bool, error)
 }
 
-// SDKAuthOptions configures SDKAuth. Zero values take the defaults noted.
-type SDKAuthOptions struct {
+// SDKAuthConfig configures SDKAuth. Zero values take the defaults noted.
+type SDKAuthConfig struct {
 	// Lookup finds keys; required.
 	Lookup KeyLookup
 	// Replay remembers accepted signatures. Nil: an in-memory guard on the Now clock, which only
@@ -148,54 +159,133 @@ type SDKAuthOptions struct {
 	// size (100). The buckets are per process: N instances allow N times the rate.
 	RatePerSecond float64
 	Burst         int
+	// MaxStreamsPerKey is how many SSE streams (Stream routes) one key may hold open at once,
+	// execution and run streams together (DefaultMaxStreamsPerKey); past it a stream is
+	// answered 429. Per process, like the rate limit.
+	MaxStreamsPerKey int
+	// ExecutionOwner tells whose an execution is, for the ForExecution routes of scoped keys
+	// (ExecutionOwnerFrom). Nil: scoped keys read no execution.
+	ExecutionOwner func(ctx context.Context, executionID string) (ExecutionOwner, error)
+	// UnknownKeyRate and UnknownKeyBurst bound, per client address, the store reads for keys
+	// the store does not hold (DefaultUnknownKeyRate per second, DefaultUnknownKeyBurst).
+	UnknownKeyRate  float64
+	UnknownKeyBurst int
 	// Logger receives internal failures (lookups, the replay guard).
 	Logger logrus.FieldLogger
 }
 
 // SDKAuth authenticates and rate-limits SDK requests (SPEC.md 5, 7, 8).
 type SDKAuth struct {
-	opts    SDKAuthOptions
+	opts    SDKAuthConfig
 	cache   *keyCache
 	flight  singleflight.Group
 	limiter *limiter
+	streams *streamSlots
+	// unknown throttles, per client address, the lookups of keys not known to exist; known
+	// remembers the ids of keys found lately, which skip that throttle.
+	unknown *limiter
+	known   *keyCache
 }
 
-// NewSDKAuth returns the middleware; it panics without a Lookup, a wiring mistake.
-func NewSDKAuth(opts SDKAuthOptions) *SDKAuth {
-	if opts.Lookup == nil {
-		panic("httpapi: NewSDKAuth needs a KeyLookup")
+// setDefaults fills zero values and repairs out-of-range ones (negative, NaN, a CacheTTL above
+// MaxSDKCacheTTL) with the default, so that NewSDKAuth always gets a valid config.
+func (c *SDKAuthConfig) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if c.Skew <= 0 {
+		c.Skew = DefaultSDKSkew
 	}
-	if opts.Skew <= 0 {
-		opts.Skew = DefaultSDKSkew
+	if c.CacheTTL <= 0 || c.CacheTTL > MaxSDKCacheTTL {
+		c.CacheTTL = DefaultSDKCacheTTL
 	}
-	if opts.CacheTTL <= 0 || opts.CacheTTL > MaxSDKCacheTTL {
-		opts.CacheTTL = DefaultSDKCacheTTL
+	if !positiveRate(c.RatePerSecond) {
+		c.RatePerSecond = DefaultSDKRate
 	}
-	if opts.RatePerSecond <= 0 || math.IsNaN(opts.RatePerSecond) || math.IsInf(opts.RatePerSecond, 0) {
-		opts.RatePerSecond = DefaultSDKRate
+	if c.Burst <= 0 {
+		c.Burst = DefaultSDKBurst
 	}
-	if opts.Burst <= 0 {
-		opts.Burst = DefaultSDKBurst
+	if c.Replay == nil {
+		c.Replay = newMemoryReplayGuard(c.Now)
 	}
-	if opts.Replay == nil {
-		opts.Replay = newMemoryReplayGuard(opts.Now)
+	if c.MaxStreamsPerKey <= 0 {
+		c.MaxStreamsPerKey = DefaultMaxStreamsPerKey
 	}
-	opts.Logger = logger(opts.Logger)
+	if !positiveRate(c.UnknownKeyRate) {
+		c.UnknownKeyRate = DefaultUnknownKeyRate
+	}
+	if c.UnknownKeyBurst <= 0 {
+		c.UnknownKeyBurst = DefaultUnknownKeyBurst
+	}
+	c.Logger = logger(c.Logger)
+}
+
+func positiveRate(r float64) bool { return r > 0 && !math.IsNaN(r) && !math.IsInf(r, 0) }
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default; Lookup is required.
+func (c SDKAuthConfig) Validate() error {
+	switch {
+	case c.Lookup == nil:
+		return errors.New("httpapi: SDKAuthConfig.Lookup is required")
+	case c.Skew < 0:
+		return fmt.Errorf("httpapi: Skew %v: must not be negative", c.Skew)
+	case c.CacheTTL < 0 || c.CacheTTL > MaxSDKCacheTTL:
+		return fmt.Errorf("httpapi: CacheTTL %v: must be between 0 and %v", c.CacheTTL, MaxSDKCacheTTL)
+	case c.RatePerSecond != 0 && !positiveRate(c.RatePerSecond):
+		return fmt.Errorf("httpapi: RatePerSecond %v: must be a positive number", c.RatePerSecond)
+	case c.Burst < 0:
+		return fmt.Errorf("httpapi: Burst %d: must not be negative", c.Burst)
+	case c.MaxStreamsPerKey < 0:
+		return fmt.Errorf("httpapi: MaxStreamsPerKey %d: must not be negative", c.MaxStreamsPerKey)
+	case c.UnknownKeyRate != 0 && !positiveRate(c.UnknownKeyRate):
+		return fmt.Errorf("httpapi: UnknownKeyRate %v: must be a positive number", c.UnknownKeyRate)
+	case c.UnknownKeyBurst < 0:
+		return fmt.Errorf("httpapi: UnknownKeyBurst %d: must not be negative", c.UnknownKeyBurst)
+	}
+	return nil
+}
+
+// NewSDKAuth returns the middleware. It calls opts.setDefaults, which repairs every field but
+// Lookup; without a Lookup, a wiring mistake, it panics with Validate's error.
+func NewSDKAuth(opts SDKAuthConfig) *SDKAuth {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
 	return &SDKAuth{
 		opts:    opts,
 		cache:   &keyCache{ttl: opts.CacheTTL, max: maxCachedKeys, entries: map[string]cachedKey{}},
 		limiter: newLimiter(opts.RatePerSecond, opts.Burst, maxLimitedKeys),
+		streams: &streamSlots{max: opts.MaxStreamsPerKey, open: map[string]int{}},
+		unknown: newLimiter(opts.UnknownKeyRate, opts.UnknownKeyBurst, maxLimitedKeys),
+		known:   &keyCache{ttl: knownKeyTTL, max: maxCachedKeys, entries: map[string]cachedKey{}},
 	}
 }
 
+// RouteOption declares what a route is, for the checks SDKAuth makes after authentication:
+// who may call it (ForExecution, UnscopedOnly) and whether it is a stream (Stream).
+type RouteOption func(*routeSpec)
+
+type routeSpec struct {
+	access keyAccess
+	stream bool
+}
+
+// Stream marks an SSE route: while it is open it holds one of its key's stream slots
+// (SDKAuthConfig.MaxStreamsPerKey).
+func Stream(s *routeSpec) { s.stream = true }
+
 // Route authenticates, rate-limits with cost tokens (submit component costs 2, others 1), sets
-// the RateLimit-* headers and puts the Caller in the request context.
-func (a *SDKAuth) Route(cost int, h http.Handler) http.Handler {
+// the RateLimit-* headers, applies the route's options (what a scoped key may do, the stream
+// cap) and puts the Caller in the request context.
+func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Handler {
 	if cost < 1 {
 		cost = 1
+	}
+	var spec routeSpec
+	for _, o := range opts {
+		o(&spec)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := a.opts.Now()
@@ -238,7 +328,21 @@ func (a *SDKAuth) Route(cost int, h http.Handler) http.Handler {
 		caller := Caller{KeyID: key.ID, WorkspaceID: key.WorkspaceID, AllowedWorkflowIDs: append([]string{}, key.AllowedWorkflowIDs...)}
 		ctx := WithCaller(r.Context(), caller)
 		ctx = WithLogger(ctx, LoggerFrom(ctx).WithFields(logrus.Fields{"workspaceId": key.WorkspaceID, "apiKeyId": key.ID}))
-		h.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if !a.permitted(w, r, caller, spec.access) {
+			return
+		}
+		if spec.stream {
+			a.serveStream(w, r, key.ID, h)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusServiceUnavailable {
+			// Nothing was done: an outage must not leave the clients that retry through it
+			// short of tokens, refused 429 once the service is back.
+			a.limiter.give(key.ID, cost, now)
+		}
 	})
 }
 
@@ -276,8 +380,7 @@ func (a *SDKAuth) fresh(w http.ResponseWriter, r *http.Request, sig []byte, ts t
 	}
 	seen, err := a.opts.Replay.Seen(r.Context(), sig, ts.Add(a.opts.Skew+replayMargin))
 	if err != nil {
-		a.log(r).WithError(err).Error("sdk auth: replay guard")
-		WriteError(w, http.StatusInternalServerError, "internal error")
+		WriteDomainError(w, r, fmt.Errorf("sdk auth: replay guard: %w", err))
 		return false
 	}
 	if seen {
@@ -296,10 +399,15 @@ func (a *SDKAuth) authenticateKey(w http.ResponseWriter, r *http.Request, now ti
 		WriteError(w, http.StatusUnauthorized, MsgInvalidAPIKey)
 		return SDKKey{}, false
 	}
-	key, found, err := a.key(r.Context(), id, now)
+	key, found, err := a.key(r.Context(), id, now, clientAddress(r))
+	var throttled *unknownKeysThrottled
+	if errors.As(err, &throttled) {
+		w.Header().Set("Retry-After", strconv.Itoa(throttled.retryAfter))
+		WriteError(w, http.StatusTooManyRequests, "too many unknown API keys from this address")
+		return SDKKey{}, false
+	}
 	if err != nil {
-		a.log(r).WithError(err).Error("sdk auth: key lookup")
-		WriteError(w, http.StatusInternalServerError, "internal error")
+		WriteDomainError(w, r, fmt.Errorf("sdk auth: key lookup: %w", err))
 		return SDKKey{}, false
 	}
 	// The hash comparison runs whether or not the key was found, in constant time, so timing
@@ -318,11 +426,28 @@ func (a *SDKAuth) authenticateKey(w http.ResponseWriter, r *http.Request, now ti
 	return key, true
 }
 
+// unknownKeysThrottled is key's refusal to read the store for a client address that has
+// tried too many unknown keys.
+type unknownKeysThrottled struct{ retryAfter int }
+
+func (e *unknownKeysThrottled) Error() string { return "too many unknown API keys from this address" }
+
 // key returns the key with id from the cache or the lookup; found is false for an unknown key.
-// Concurrent misses for one id share a single lookup.
-func (a *SDKAuth) key(ctx context.Context, id string, now time.Time) (SDKKey, bool, error) {
+// Concurrent misses for one id share a single lookup. A key not found lately is looked up only
+// while addr's bucket of unknown keys holds a token, and costs one only when the store does not
+// know it: random keys cost their sender the store reads of the burst only, while real keys
+// cost nothing (many real keys behind one address, first seen at once, are not throttled) and
+// pass even when their address is throttled, provided this process has seen them in
+// knownKeyTTL.
+func (a *SDKAuth) key(ctx context.Context, id string, now time.Time, addr string) (SDKKey, bool, error) {
 	if c, ok := a.cache.get(id, now); ok {
 		return c.key, c.found, nil
+	}
+	_, known := a.known.get(id, now)
+	if !known {
+		if d := a.unknown.check(addr, 1, now); !d.allowed {
+			return SDKKey{}, false, &unknownKeysThrottled{retryAfter: d.retryAfter}
+		}
 	}
 	v, err, _ := a.flight.Do(id, func() (any, error) {
 		// Detached from the first caller's cancellation, which would fail the others sharing it.
@@ -339,13 +464,63 @@ func (a *SDKAuth) key(ctx context.Context, id string, now time.Time) (SDKKey, bo
 		}
 		c := cachedKey{key: k, found: true, fetched: now}
 		a.cache.put(id, c)
+		a.known.put(id, cachedKey{found: true, fetched: now})
 		return c, nil
 	})
 	if err != nil {
 		return SDKKey{}, false, err
 	}
 	c := v.(cachedKey)
+	if !c.found && !known {
+		a.unknown.take(addr, 1, now)
+	}
 	return c.key, c.found, nil
+}
+
+// ThrottleUnknown puts another credential's store read under the throttle of unknown API keys
+// (the MCP endpoint's tokens): unless credential id (named apart from API key ids, e.g.
+// "mcp:"+id) was found lately, the read goes ahead only while the bucket of r's address holds
+// a token; when it is empty it answers 429 with Retry-After and refusal, and ok is false. The
+// caller then calls settle with whether the credential exists: an unknown one spends a token,
+// a found one skips the throttle from then on, so random credentials cost their sender the
+// burst's reads only and real ones nothing.
+func (a *SDKAuth) ThrottleUnknown(w http.ResponseWriter, r *http.Request, id, refusal string) (settle func(found bool), ok bool) {
+	now := a.opts.Now()
+	if _, known := a.known.get(id, now); known {
+		return func(bool) {}, true
+	}
+	addr := clientAddress(r)
+	if d := a.unknown.check(addr, 1, now); !d.allowed {
+		w.Header().Set("Retry-After", strconv.Itoa(d.retryAfter))
+		WriteError(w, http.StatusTooManyRequests, refusal)
+		return nil, false
+	}
+	return func(found bool) {
+		now := a.opts.Now()
+		if !found {
+			a.unknown.take(addr, 1, now)
+			return
+		}
+		a.known.put(id, cachedKey{found: true, fetched: now})
+	}, true
+}
+
+// clientAddress is what the throttle of unknown keys counts by: the peer's IP, and for IPv6
+// its /64, which one client usually holds whole. Forwarded-for headers are not trusted: behind
+// a proxy every client shares the proxy's address, which only unknown keys can exhaust.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if ip.Is4() || ip.Is4In6() {
+		return ip.Unmap().String()
+	}
+	return netip.PrefixFrom(ip, 64).Masked().String()
 }
 
 func (a *SDKAuth) log(r *http.Request) logrus.FieldLogger {
@@ -484,6 +659,15 @@ const eps = 1e-9
 // take spends cost tokens of key's bucket if it holds them. A cost above the burst is charged
 // as the whole bucket, or the request could never pass.
 func (l *limiter) take(key string, cost int, now time.Time) decision {
+	return l.decide(key, cost, now, true)
+}
+
+// check is take without spending: whether key's bucket holds cost tokens now.
+func (l *limiter) check(key string, cost int, now time.Time) decision {
+	return l.decide(key, cost, now, false)
+}
+
+func (l *limiter) decide(key string, cost int, now time.Time, spend bool) decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
@@ -496,7 +680,9 @@ func (l *limiter) take(key string, cost int, now time.Time) decision {
 	c := math.Min(float64(cost), l.burst)
 	d := decision{limit: int(l.burst)}
 	if b.tokens+eps >= c {
-		b.tokens = math.Max(0, b.tokens-c)
+		if spend {
+			b.tokens = math.Max(0, b.tokens-c)
+		}
 		d.allowed = true
 	} else {
 		d.retryAfter = max(1, int(math.Ceil((c-b.tokens)/l.rate-eps)))
@@ -504,6 +690,16 @@ func (l *limiter) take(key string, cost int, now time.Time) decision {
 	d.remaining = int(math.Floor(b.tokens + eps))
 	d.reset = max(0, int(math.Ceil((l.burst-b.tokens)/l.rate-eps)))
 	return d
+}
+
+// give returns n tokens to key's bucket, up to the burst.
+func (l *limiter) give(key string, n int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.buckets[key]; ok {
+		l.refill(b, now)
+		b.tokens = math.Min(l.burst, b.tokens+float64(n))
+	}
 }
 
 func (l *limiter) refill(b *bucket, now time.Time) {

@@ -117,7 +117,7 @@ type sdkFixture struct {
 
 // newSDKFixture serves /v1/sdk/echo (cost 1) and /v1/sdk/components (cost 2) behind the
 // middleware. A nil clock is a new one; without opts.Lookup, keys come from the fixture's keyring.
-func newSDKFixture(t *testing.T, clock *sdkClock, opts httpapi.SDKAuthOptions) *sdkFixture {
+func newSDKFixture(t *testing.T, clock *sdkClock, opts httpapi.SDKAuthConfig) *sdkFixture {
 	t.Helper()
 	if clock == nil {
 		clock = newSDKClock()
@@ -128,7 +128,7 @@ func newSDKFixture(t *testing.T, clock *sdkClock, opts httpapi.SDKAuthOptions) *
 		opts.Lookup = f.keys.lookup
 	}
 	auth := httpapi.NewSDKAuth(opts)
-	s := httpapi.NewServer(httpapi.Options{MaxBodyBytes: 4096})
+	s := httpapi.NewServer(httpapi.ServerConfig{MaxBodyBytes: 4096})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -222,7 +222,7 @@ func wantError(t *testing.T, res sdkResponse, status int, message string) {
 }
 
 func TestSDKAuthAcceptsSignedRequests(t *testing.T) {
-	f := newSDKFixture(t, nil, httpapi.SDKAuthOptions{})
+	f := newSDKFixture(t, nil, httpapi.SDKAuthConfig{})
 	cred := f.keys.mint(t, "ws-1", "wf-1", "wf-2")
 	body := `{"module":"core.echo","input":{"text":"héllo | world"},"config":{}}`
 	res := f.do(f.signed(cred, http.MethodPost, "/v1/sdk/echo?trace=1&x=%2F", body, nil))
@@ -272,7 +272,7 @@ func TestSDKAuthAcceptsSignedRequests(t *testing.T) {
 }
 
 func TestSDKAuthRejections(t *testing.T) {
-	f := newSDKFixture(t, nil, httpapi.SDKAuthOptions{})
+	f := newSDKFixture(t, nil, httpapi.SDKAuthConfig{})
 	cred := f.keys.mint(t, "ws-1")
 	other := f.keys.mint(t, "ws-1")
 	const target = "/v1/sdk/echo?q=1"
@@ -374,7 +374,7 @@ func flip(c byte) string {
 }
 
 func TestSDKAuthRevokedAndExpiredKeys(t *testing.T) {
-	f := newSDKFixture(t, nil, httpapi.SDKAuthOptions{})
+	f := newSDKFixture(t, nil, httpapi.SDKAuthConfig{})
 	cred := f.keys.mint(t, "ws-1")
 	get := func(n int) sdkResponse {
 		return f.do(f.signed(cred, http.MethodGet, fmt.Sprint("/v1/sdk/echo?n=", n), "", nil))
@@ -421,7 +421,7 @@ func TestSDKAuthRevokedAndExpiredKeys(t *testing.T) {
 }
 
 func TestSDKAuthRateLimit(t *testing.T) {
-	f := newSDKFixture(t, nil, httpapi.SDKAuthOptions{RatePerSecond: 1, Burst: 4})
+	f := newSDKFixture(t, nil, httpapi.SDKAuthConfig{RatePerSecond: 1, Burst: 4})
 	cred := f.keys.mint(t, "ws-1")
 	n := 0
 	get := func() sdkResponse {
@@ -494,7 +494,7 @@ func TestSDKAuthRateLimit(t *testing.T) {
 }
 
 func TestSDKAuthBodyLimitAndLookupFailure(t *testing.T) {
-	f := newSDKFixture(t, nil, httpapi.SDKAuthOptions{})
+	f := newSDKFixture(t, nil, httpapi.SDKAuthConfig{})
 	cred := f.keys.mint(t, "ws-1")
 	big := strings.Repeat("x", 5000)
 	// Chunked, so the size is only found while reading.
@@ -542,7 +542,7 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 	if err := replay.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,10 +566,10 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two servers stand for two serve processes on one database.
-	opts := httpapi.SDKAuthOptions{Lookup: httpapi.LookupFromStore(cmds.APIKey)}
-	opts.Replay = replay.New(pool, replay.Options{Now: clock.Now})
+	opts := httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(cmds.APIKey)}
+	opts.Replay = replay.New(pool, replay.Config{Now: clock.Now})
 	a := newSDKFixture(t, clock, opts)
-	opts.Replay = replay.New(pool, replay.Options{Now: clock.Now})
+	opts.Replay = replay.New(pool, replay.Config{Now: clock.Now})
 	b := newSDKFixture(t, clock, opts)
 	cred := sdkCredential{id: m.ID, apiKey: m.APIKey, priv: priv}
 	req := a.signed(cred, http.MethodPost, "/v1/sdk/echo", `{"x":1}`, nil)

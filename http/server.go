@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -9,12 +10,33 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Options configures the HTTP interface.
-type Options struct {
-	Logger       logrus.FieldLogger
-	Gatherer     prometheus.Gatherer
-	Checks       []Check
+// ServerConfig configures the HTTP interface.
+type ServerConfig struct {
+	// Logger receives the request log and internal failures; default logrus.StandardLogger().
+	Logger logrus.FieldLogger
+	// Gatherer serves /metrics; nil leaves /metrics out.
+	Gatherer prometheus.Gatherer
+	// Checks are what /readyz runs.
+	Checks []Check
+	// MaxBodyBytes bounds every request body. Default 1 MiB.
 	MaxBodyBytes int64
+}
+
+// setDefaults fills zero values and repairs a negative MaxBodyBytes with the default, so that
+// NewServer, which returns no error, always gets a valid config.
+func (c *ServerConfig) setDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	c.Logger = logger(c.Logger)
+}
+
+// Validate reports a field out of range, by name. Zero values are valid: they take the default.
+func (c ServerConfig) Validate() error {
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("httpapi: MaxBodyBytes %d: must not be negative", c.MaxBodyBytes)
+	}
+	return nil
 }
 
 // Server is the service's HTTP handler. Feature routes are mounted on V1 by their packages.
@@ -22,15 +44,13 @@ type Server struct {
 	Router *mux.Router
 	// V1 is the /v1 subrouter; every error under it has the SPEC.md 7 body.
 	V1   *mux.Router
-	opts Options
+	opts ServerConfig
 }
 
-// NewServer builds the router with the health, readiness and metrics endpoints.
-func NewServer(opts Options) *Server {
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 1 << 20
-	}
-	opts.Logger = logger(opts.Logger)
+// NewServer builds the router with the health, readiness and metrics endpoints. It calls
+// opts.setDefaults, which repairs what Validate would refuse, so it needs no error result.
+func NewServer(opts ServerConfig) *Server {
+	opts.setDefaults()
 	r := mux.NewRouter()
 	r.NotFoundHandler = unmatched(r)
 	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)

@@ -9,7 +9,7 @@ import (
 
 // Every /v1 error, unknown routes and wrong methods included, has the SPEC.md 7 body.
 func TestUnknownRoutesAndMethodsHaveTheErrorBody(t *testing.T) {
-	s := NewServer(Options{})
+	s := NewServer(ServerConfig{})
 	s.V1.HandleFunc("/sdk/components", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodPost)
 	s.V1.HandleFunc("/sdk/components/executions/{id}", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodGet)
 	s.V1.HandleFunc("/sdk/modules", func(w http.ResponseWriter, r *http.Request) {}).Methods(http.MethodGet)

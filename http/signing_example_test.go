@@ -89,7 +89,7 @@ func TestSigningExampleMatchesDocs(t *testing.T) {
 func TestSigningExampleIsAccepted(t *testing.T) {
 	seed, _ := hex.DecodeString(exampleSeedHex)
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthOptions{
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{
 		Now: func() time.Time { return time.Unix(1767225600, 0) },
 		Lookup: func(_ context.Context, id string) (httpapi.SDKKey, error) {
 			return httpapi.SDKKey{ID: id, WorkspaceID: "ws", KeyHash: exampleKeyHash, PublicKey: pub, AllowedWorkflowIDs: []string{}}, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,10 @@ func DecodeDefinition(body []byte) (workflow.Definition, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
 		return d, &badBody{locateProblem(body, err)}
+	}
+	// Decode stops after the first value: "{...} {...}" or "{...}x" must not pass as the first.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return d, &badBody{"must be a single JSON object, with nothing after it"}
 	}
 	return d, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -36,32 +36,18 @@ func (s *Workspaces) Mount(v1 *mux.Router) {
 	s.mountWorkflows(r)
 }
 
-// with authenticates the bearer, then checks the workspace and scope before calling h.
+// with authenticates the bearer, then checks the workspace and scope (commands.Access, by
+// the rules of domain/access) before calling h.
 func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return BearerAuth(s.Auth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws := mux.Vars(r)["workspaceId"]
 		p, _ := PrincipalFrom(r.Context())
-		scopes := p.Scopes
-		if p.Session {
-			st, err := s.Cmds.Workspace(r.Context(), ws)
-			if err != nil && !errors.Is(err, domain.ErrNotFound) {
-				WriteDomainError(w, r, err)
-				return
+		if _, err := s.Cmds.Access(r.Context(), ws, p.Caller(), scope); err != nil {
+			var se *access.ScopeError
+			if errors.As(err, &se) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard", error="insufficient_scope", scope="`+se.Scope+`"`)
 			}
-			role := st.Members[p.UserID]
-			if role == "" {
-				WriteError(w, http.StatusForbidden, "not a member of this workspace")
-				return
-			}
-			scopes = RoleScopes(role)
-		} else if p.WorkspaceID != ws {
-			// SPEC.md 5 rule 6: a token acts on its one workspace, even for a member of others.
-			WriteError(w, http.StatusForbidden, "the token is not valid for this workspace")
-			return
-		}
-		if !identity.Satisfies(scopes, scope) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard", error="insufficient_scope", scope="`+scope+`"`)
-			WriteError(w, http.StatusForbidden, "missing scope "+scope)
+			WriteDomainError(w, r, err)
 			return
 		}
 		h(w, r, ws)

@@ -10,7 +10,8 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/authorization"
+	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/internal/dbfail"
 )
 
 // authParams are the authorization request parameters the picker and consent forms carry on.
@@ -74,8 +75,7 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := p.cmds.App(r.Context(), req.get("client_id"))
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
-		p.log.WithError(err).Error("authorize: load app")
-		p.errorPage(w, http.StatusInternalServerError, "Something went wrong", "Try again in a moment.")
+		p.failPage(w, "authorize: load app", err)
 		return
 	}
 	if err != nil || !a.Live() {
@@ -135,7 +135,7 @@ func (p *Provider) validateAuthRequest(req *authRequest) *oauthError {
 	if req.get("code_challenge_method") != "S256" {
 		return oauthErr(0, "invalid_request", "code_challenge_method must be S256; plain is not supported")
 	}
-	if c := req.get("code_challenge"); len(c) != 43 || !authorization.ValidVerifier(c+"x") {
+	if c := req.get("code_challenge"); len(c) != 43 || !grant.ValidVerifier(c+"x") {
 		// A S256 challenge is 43 base64url characters (the check borrows the verifier alphabet).
 		return oauthErr(0, "invalid_request", "code_challenge is not an S256 challenge")
 	}
@@ -208,8 +208,7 @@ type authPageData struct {
 func (p *Provider) pickOrConsent(w http.ResponseWriter, r *http.Request, req authRequest, pr Principal, workspaceID string) {
 	u, err := p.cmds.User(r.Context(), pr.UserID)
 	if err != nil {
-		p.log.WithError(err).Error("authorize: load user")
-		p.errorPage(w, http.StatusInternalServerError, "Something went wrong", "Try again in a moment.")
+		p.failPage(w, "authorize: load user", err)
 		return
 	}
 	data := authPageData{CSRF: p.csrfToken(w, r), App: req.app, Req: req, UserEmail: u.Email}
@@ -227,8 +226,7 @@ func (p *Provider) pickOrConsent(w http.ResponseWriter, r *http.Request, req aut
 	}
 	list, err := p.queries.WorkspacesOfUser(r.Context(), pr.UserID)
 	if err != nil {
-		p.log.WithError(err).Error("authorize: list workspaces")
-		p.errorPage(w, http.StatusInternalServerError, "Something went wrong", "Try again in a moment.")
+		p.failPage(w, "authorize: list workspaces", err)
 		return
 	}
 	for _, ws := range list {
@@ -262,12 +260,16 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 		WorkspaceID: ws.ID, Scopes: req.scopes, CodeChallenge: req.get("code_challenge"), RedirectURI: req.get("redirect_uri"),
 		Nonce: req.get("nonce"), AuthTime: p.sessionAuthTime(r), CodeTTL: p.opts.CodeTTL})
 	if err != nil {
+		code := "server_error"
+		if dbfail.Unavailable(err) {
+			code = "temporarily_unavailable" // RFC 6749 4.1.2.1: the client may try again
+		}
 		p.log.WithError(err).Error("authorize: grant")
-		p.redirectError(w, r, req, "server_error", "")
+		p.redirectError(w, r, req, code, "")
 		return
 	}
 	for _, id := range earlier {
-		if err := p.cmds.RevokeAuthorization(ctx, id, authorization.ReasonSuperseded); err != nil {
+		if err := p.cmds.RevokeAuthorization(ctx, id, grant.ReasonSuperseded); err != nil {
 			p.log.WithError(err).Warn("authorize: supersede earlier authorization")
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,47 +15,8 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/app"
+	"github.com/switchyard/switchyard/internal/browsertest"
 )
-
-// chromiumPath finds Debian's chromium (scripts/test.sh installs it when missing).
-func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" || os.Getenv("SWITCHYARD_TEST_BROWSER") == "1" {
-		// CI runs scripts/test.sh, which installs chromium: a missing browser there is a failure,
-		// not a test to skip.
-		t.Fatal("no chromium on PATH although CI needs the browser test: apt-get install chromium")
-	}
-	t.Skip("no chromium on PATH: scripts/test.sh installs it (apt-get install chromium)")
-	return ""
-}
-
-// artifactsDir is the repository's artifacts/ directory, which scripts/test.sh keeps.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-	out := filepath.Join(dir, "artifacts")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestBrowserSignInAndConsent drives a real Chromium through sign-in, the workspace picker and
 // consent to the redirect with a code, and saves a screenshot of the consent page.
@@ -64,7 +24,7 @@ func TestBrowserSignInAndConsent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a browser; skipped with -short")
 	}
-	chrome := chromiumPath(t)
+	chrome := browsertest.Chromium(t)
 	r := newRig(t)
 	owner := r.user(false)
 	ws := r.workspace(owner, 5)
@@ -101,10 +61,7 @@ func TestBrowserSignInAndConsent(t *testing.T) {
 		"scope": {"openid email workspace:read workspace:read.billing"}, "state": {"browser-state"},
 		"code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}}.Encode()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.WindowSize(900, 1000))
+	opts := browsertest.Options(chrome, 900, 1000)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
@@ -131,7 +88,7 @@ func TestBrowserSignInAndConsent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	path := filepath.Join(artifactsDir(t), "consent-page.png")
+	path := filepath.Join(browsertest.ArtifactsDir(t), "consent-page.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,30 +1,25 @@
 package identity
 
 import (
-	"slices"
-	"strings"
-
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchyard/switchyard/domain/access"
 )
 
-// Scope names the service's own endpoints check (SPEC.md 5 rule 7).
+// Scope names, from domain/access (where the rules about them live).
 const (
-	ScopeOpenID         = "openid"
-	ScopeProfile        = "profile"
-	ScopeEmail          = "email"
-	ScopeWorkspaceRead  = "workspace:read"
-	ScopeReadBilling    = "workspace:read.billing"
-	ScopeAPIKeys        = "workspace:api_keys"
-	ScopeWorkspaceAdmin = "workspace:admin"
+	ScopeOpenID         = access.ScopeOpenID
+	ScopeProfile        = access.ScopeProfile
+	ScopeEmail          = access.ScopeEmail
+	ScopeWorkspaceRead  = access.ScopeWorkspaceRead
+	ScopeReadBilling    = access.ScopeReadBilling
+	ScopeAPIKeys        = access.ScopeAPIKeys
+	ScopeWorkspaceAdmin = access.ScopeWorkspaceAdmin
 )
 
-// Satisfies reports whether granted scopes allow an action that needs required:
-// workspace:admin satisfies every workspace scope (SPEC.md 4.9).
-func Satisfies(granted []string, required string) bool {
-	if slices.Contains(granted, required) {
-		return true
-	}
-	return strings.HasPrefix(required, "workspace:") && slices.Contains(granted, ScopeWorkspaceAdmin)
+// Caller is the principal as domain/access sees it.
+func (p Principal) Caller() access.Caller {
+	return access.Caller{UserID: p.UserID, Session: p.Session, WorkspaceID: p.WorkspaceID, Scopes: p.Scopes}
 }
 
 // sessionAudience marks a session JWT (the dashboard's bearer token and the sign-in cookie),

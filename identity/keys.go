@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -18,7 +17,6 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/signingkey"
-	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/seal"
 )
@@ -195,25 +193,14 @@ func (k *KeyRing) EnsureKey(ctx context.Context) error {
 // ReloadFromLog reads every key from the event log rather than the read model: for commands
 // that run without the projections (the CLI) and for a first start.
 func (k *KeyRing) ReloadFromLog(ctx context.Context) error {
-	from := eventstore.Start
-	for {
-		evs, err := k.cmds.Store().ReadAll(ctx, from, 1000, eventstore.Filter{Types: []string{signingkey.Created{}.EventType()}})
-		if err != nil {
-			return fmt.Errorf("read signing keys: %w", err)
+	keys, err := k.cmds.SigningKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range keys {
+		if err := k.add(c); err != nil {
+			return err
 		}
-		for _, ev := range evs {
-			var c signingkey.Created
-			if err := json.Unmarshal(ev.Data, &c); err != nil {
-				return fmt.Errorf("decode signing key: %w", err)
-			}
-			if err := k.add(c); err != nil {
-				return err
-			}
-		}
-		if len(evs) < 1000 {
-			break
-		}
-		from = evs[len(evs)-1].Position
 	}
 	return nil
 }

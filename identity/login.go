@@ -7,15 +7,20 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
+	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/password"
 )
 
@@ -27,15 +32,46 @@ const (
 	csrfField     = "csrf_token"
 )
 
-// ThrottleOptions limits failed sign-ins per account and per client address.
-type ThrottleOptions struct {
-	Window        time.Duration // default 15 minutes
-	PerAccount    int           // failures per account in a window; default 5
-	PerClientAddr int           // failures per address in a window; default 20
+// ThrottleConfig limits failed sign-ins per account and per client address.
+type ThrottleConfig struct {
+	// Window is how long failures are counted. Default 15 minutes.
+	Window time.Duration
+	// PerAccount is how many failures one account may have in a window. Default 5.
+	PerAccount int
+	// PerClientAddr is how many failures one client address may have in a window. Default 20.
+	PerClientAddr int
+}
+
+// setDefaults fills zero values and repairs negative ones with the default: newThrottle
+// returns no error.
+func (c *ThrottleConfig) setDefaults() {
+	if c.Window <= 0 {
+		c.Window = 15 * time.Minute
+	}
+	if c.PerAccount <= 0 {
+		c.PerAccount = 5
+	}
+	if c.PerClientAddr <= 0 {
+		c.PerClientAddr = 20
+	}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c ThrottleConfig) Validate() error {
+	switch {
+	case c.Window < 0:
+		return fmt.Errorf("identity: Throttle.Window %v: must not be negative", c.Window)
+	case c.PerAccount < 0:
+		return fmt.Errorf("identity: Throttle.PerAccount %d: must be at least 1 (0 takes the default)", c.PerAccount)
+	case c.PerClientAddr < 0:
+		return fmt.Errorf("identity: Throttle.PerClientAddr %d: must be at least 1 (0 takes the default)", c.PerClientAddr)
+	}
+	return nil
 }
 
 type throttle struct {
-	o   ThrottleOptions
+	o   ThrottleConfig
 	now func() time.Time
 	mu  sync.Mutex
 	hit map[string]*failures
@@ -46,69 +82,120 @@ type failures struct {
 	since time.Time
 }
 
-func newThrottle(o ThrottleOptions, now func() time.Time) *throttle {
-	if o.Window <= 0 {
-		o.Window = 15 * time.Minute
-	}
-	if o.PerAccount <= 0 {
-		o.PerAccount = 5
-	}
-	if o.PerClientAddr <= 0 {
-		o.PerClientAddr = 20
-	}
+func newThrottle(o ThrottleConfig, now func() time.Time) *throttle {
+	o.setDefaults()
 	return &throttle{o: o, now: now, hit: map[string]*failures{}}
 }
 
-// blocked returns how long the caller must wait, 0 when a sign-in may be tried.
-func (t *throttle) blocked(account, addr string) time.Duration {
+// attemptResult is how a reserved sign-in attempt ended.
+type attemptResult int
+
+const (
+	attemptFailed    attemptResult = iota // wrong email or password: the reservation stays counted
+	attemptSucceeded                      // the account's failures are cleared
+	attemptAborted                        // no verdict (an error, an overload): the slot is given back
+)
+
+// attempt reserves a failure slot for account and addr before the password is checked, so
+// parallel attempts cannot all pass the check before any failure is counted. It returns how long
+// the caller must wait (and no settle) when a limit is reached; otherwise settle must be called
+// once with the outcome.
+func (t *throttle) attempt(account, addr string) (settle func(attemptResult), wait time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	var wait time.Duration
-	check := func(key string, limit int) {
+	t.sweep(now)
+	keys := [2]string{"a:" + account, "i:" + addr}
+	limits := [2]int{t.o.PerAccount, t.o.PerClientAddr}
+	for i, key := range keys {
 		f := t.hit[key]
-		if f == nil {
-			return
-		}
-		if now.Sub(f.since) >= t.o.Window {
+		if f != nil && now.Sub(f.since) >= t.o.Window {
 			delete(t.hit, key)
-			return
+			f = nil
 		}
-		if f.count >= limit {
+		if f != nil && f.count >= limits[i] {
 			wait = max(wait, f.since.Add(t.o.Window).Sub(now))
 		}
 	}
-	check("a:"+account, t.o.PerAccount)
-	check("i:"+addr, t.o.PerClientAddr)
-	return wait
-}
-
-func (t *throttle) fail(account, addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	if len(t.hit) > 100_000 { // bound memory under a spray of addresses
-		for k, f := range t.hit {
-			if now.Sub(f.since) >= t.o.Window {
-				delete(t.hit, k)
-			}
-		}
+	if wait > 0 {
+		return nil, wait
 	}
-	for _, key := range []string{"a:" + account, "i:" + addr} {
+	reserved := [2]*failures{}
+	for i, key := range keys {
 		f := t.hit[key]
-		if f == nil || now.Sub(f.since) >= t.o.Window {
+		if f == nil {
 			f = &failures{since: now}
 			t.hit[key] = f
 		}
 		f.count++
+		reserved[i] = f
+	}
+	var once sync.Once
+	return func(r attemptResult) { once.Do(func() { t.settle(keys, reserved, r) }) }, 0
+}
+
+func (t *throttle) settle(keys [2]string, reserved [2]*failures, r attemptResult) {
+	if r == attemptFailed {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, f := range reserved {
+		if r == attemptSucceeded && i == 0 {
+			if t.hit[keys[0]] == f {
+				delete(t.hit, keys[0])
+			}
+			continue
+		}
+		if f.count > 0 { // the entry may have been replaced by a new window; the old one is harmless
+			f.count--
+		}
 	}
 }
 
-func (t *throttle) succeed(account string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.hit, "a:"+account)
+// sweep bounds memory under a spray of addresses.
+func (t *throttle) sweep(now time.Time) {
+	if len(t.hit) <= 100_000 {
+		return
+	}
+	for k, f := range t.hit {
+		if now.Sub(f.since) >= t.o.Window {
+			delete(t.hit, k)
+		}
+	}
 }
+
+// gate bounds the number of concurrent password checks: each argon2id check takes 64 MiB and a
+// core for tens of milliseconds, so an unbounded burst of sign-ins could exhaust memory.
+type gate struct {
+	slots chan struct{}
+	wait  time.Duration
+}
+
+func newGate(n int, wait time.Duration) *gate {
+	return &gate{slots: make(chan struct{}, n), wait: wait}
+}
+
+// acquire takes a slot, waiting at most the gate's wait; false when none freed up in time.
+func (g *gate) acquire(ctx context.Context) bool {
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(g.wait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (g *gate) release() { <-g.slots }
 
 // clientAddr is the peer address. Forwarded headers are not trusted: behind a proxy, the proxy
 // must be the one that throttles by client address (docs/identity.md).
@@ -128,29 +215,32 @@ var dummyHash = sync.OnceValue(func() string {
 var (
 	errBadCredentials = errors.New("invalid email or password")
 	errThrottled      = errors.New("too many failed sign-ins")
+	errBusy           = errors.New("too many sign-ins in progress")
 )
 
 // signIn checks credentials under the throttle and starts a session. An unknown email costs the
 // same argon2id work as a wrong password, so timing does not reveal which accounts exist.
 func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token string, wait time.Duration, err error) {
 	account := user.NormalizeEmail(email)
-	if wait := p.throttle.blocked(account, addr); wait > 0 {
+	settle, wait := p.throttle.attempt(account, addr)
+	if wait > 0 {
 		return "", wait, errThrottled
 	}
-	u, err := p.cmds.UserByEmail(ctx, account)
-	hash := u.PasswordHash
-	if err != nil {
-		if !errors.Is(err, domain.ErrNotFound) {
-			return "", 0, err
-		}
-		hash = dummyHash()
+	if !p.checks.acquire(ctx) {
+		settle(attemptAborted)
+		return "", time.Second, errBusy
 	}
-	ok, verr := password.Verify(hash, pw)
-	if err != nil || verr != nil || !ok {
-		p.throttle.fail(account, addr)
+	u, ok, err := p.checkPassword(ctx, account, pw)
+	p.checks.release()
+	switch {
+	case err != nil:
+		settle(attemptAborted)
+		return "", 0, err
+	case !ok:
+		settle(attemptFailed)
 		return "", 0, errBadCredentials
 	}
-	p.throttle.succeed(account)
+	settle(attemptSucceeded)
 	s, err := p.cmds.StartSession(ctx, u.ID, p.opts.SessionTTL)
 	if err != nil {
 		return "", 0, err
@@ -158,6 +248,20 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 	token, err = p.keys.Sign(tokenClaims{Issuer: p.issuer, Subject: u.ID, Audience: sessionAudience, SessionID: s.ID,
 		IssuedAt: s.StartedAt.Unix(), ExpiresAt: s.ExpiresAt.Unix()})
 	return token, 0, err
+}
+
+// checkPassword reports whether pw is account's password.
+func (p *Provider) checkPassword(ctx context.Context, account, pw string) (user.State, bool, error) {
+	u, err := p.cmds.UserByEmail(ctx, account)
+	hash := u.PasswordHash
+	if err != nil {
+		if !errors.Is(err, domain.ErrNotFound) {
+			return u, false, err
+		}
+		hash = dummyHash()
+	}
+	ok, verr := password.Verify(hash, pw)
+	return u, err == nil && verr == nil && ok, nil
 }
 
 // session returns the signed-in user of a browser request, from the session cookie.
@@ -212,12 +316,36 @@ func checkCSRF(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue(csrfField))) == 1
 }
 
-// safeReturn keeps redirects after sign-in on this site.
+// safeReturn keeps redirects after sign-in on this site: only an absolute path of this origin
+// passes. Browsers drop tabs and newlines inside URLs and treat a backslash as a slash, so a
+// value with any control, space or format character or a backslash (raw or percent-encoded), a
+// scheme, a host, or a path that starts with two slashes (even once decoded) goes to the
+// console's home instead.
 func safeReturn(to string) string {
-	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || strings.HasPrefix(to, "/\\") {
-		return "/developer/apps"
+	const home = "/"
+	if len(to) > 4096 || !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || !plainText(to) {
+		return home
+	}
+	u, err := url.Parse(to)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || !plainText(u.Path) {
+		return home
 	}
 	return to
+}
+
+// plainText reports whether s is valid UTF-8 with only printable, non-space characters and no
+// backslash.
+func plainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if c == '\\' || unicode.IsSpace(c) || !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
 }
 
 type loginData struct {
@@ -241,12 +369,15 @@ func (p *Provider) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		data.Error = "Too many failed attempts. Wait a few minutes, then try again."
 		p.render(w, http.StatusTooManyRequests, "login", "Sign in", data)
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		data.Error = "Too many sign-ins are in progress. Try again in a moment."
+		p.render(w, http.StatusServiceUnavailable, "login", "Sign in", data)
 	case errors.Is(err, errBadCredentials):
 		data.Error = "That email and password do not match an account."
 		p.render(w, http.StatusUnauthorized, "login", "Sign in", data)
 	case err != nil:
-		p.log.WithError(err).Error("sign in")
-		p.errorPage(w, http.StatusInternalServerError, "Something went wrong", "Try again in a moment.")
+		p.failPage(w, "sign in", err)
 	default:
 		p.setCookie(w, SessionCookie, token, int(p.opts.SessionTTL/time.Second))
 		http.Redirect(w, r, ret, http.StatusSeeOther)
@@ -291,19 +422,18 @@ func (p *Provider) apiLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errThrottled):
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		apiError(w, http.StatusTooManyRequests, "too many failed sign-ins; retry later")
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		apiError(w, http.StatusServiceUnavailable, "too many sign-ins in progress; retry shortly")
 	case errors.Is(err, errBadCredentials):
 		apiError(w, http.StatusUnauthorized, "invalid email or password")
 	case err != nil:
-		p.log.WithError(err).Error("sign in")
-		apiError(w, http.StatusInternalServerError, "internal error")
+		httperr.WriteErr(w, p.log, err) // 503 with Retry-After when the database is unreachable
 	default:
 		noStore(w)
 		writeJSON(w, http.StatusOK, map[string]any{"token": token, "tokenType": "Bearer", "expiresIn": int64(p.opts.SessionTTL / time.Second)})
 	}
 }
 
-// apiError writes the SPEC.md 7 body (the identity package does not import the http package,
-// which imports it).
-func apiError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"message": msg, "statusCode": status, "error": http.StatusText(status)})
-}
+// apiError writes the SPEC.md 7 body with the service's one error writer.
+func apiError(w http.ResponseWriter, status int, msg string) { httperr.Write(w, status, msg) }

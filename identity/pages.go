@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/internal/dbfail"
 )
 
 //go:embed templates/*.html
@@ -59,6 +62,20 @@ type errorData struct{ Heading, Message string }
 
 func (p *Provider) errorPage(w http.ResponseWriter, status int, heading, message string) {
 	p.render(w, status, "error", heading, errorData{Heading: heading, Message: message})
+}
+
+// failPage answers a page whose request failed on err: 503 with Retry-After, in words, when
+// the database cannot be reached for now (docs/operations.md), else a logged 500.
+func (p *Provider) failPage(w http.ResponseWriter, what string, err error) {
+	if dbfail.Unavailable(err) {
+		p.log.WithError(err).Warn(what + ": database unavailable")
+		w.Header().Set("Retry-After", httperr.UnavailableRetryAfter)
+		p.errorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable",
+			"The service cannot reach its database right now. Wait a few seconds, then try again.")
+		return
+	}
+	p.log.WithError(err).Error(what)
+	p.errorPage(w, http.StatusInternalServerError, "Something went wrong", "Try again in a moment.")
 }
 
 func staticHandler() http.Handler {

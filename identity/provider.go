@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/app"
+	"github.com/switchyard/switchyard/internal/configcheck"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/seal"
 )
@@ -31,27 +32,87 @@ const (
 	DefaultCodeTTL    = 60 * time.Second
 	// DefaultKeyReload is how often a process rereads the signing keys.
 	DefaultKeyReload = 30 * time.Second
+	// DefaultPasswordChecks is how many argon2id checks run at once (4 × 64 MiB).
+	DefaultPasswordChecks = 4
+	// DefaultPasswordCheckWait is how long a sign-in waits for a check slot before a 503.
+	DefaultPasswordCheckWait = 5 * time.Second
 )
 
-// Options configures a Provider.
-type Options struct {
+// Config configures a Provider.
+type Config struct {
 	// Issuer is the base URL, byte-exact in every token and document; required.
-	Issuer  string
+	Issuer string
+	// Cmds, Queries and Sealer (which seals the signing keys) are required.
 	Cmds    *commands.Handler
 	Queries *projections.Queries
 	Sealer  *seal.Sealer
-	Logger  logrus.FieldLogger
+	// Logger receives internal failures; default logrus.StandardLogger().
+	Logger logrus.FieldLogger
 	// Now is the clock (Cmds.Now when nil).
-	Now                                           func() time.Time
+	Now func() time.Time
+	// AccessTTL, IDTokenTTL, RefreshTTL and SessionTTL are the lifetimes of the tokens and of a
+	// browser session; CodeTTL that of an authorization code; KeyReload how often the signing
+	// keys are reread. Zero takes the Default constant of each.
 	AccessTTL, IDTokenTTL, RefreshTTL, SessionTTL time.Duration
 	CodeTTL, KeyReload                            time.Duration
 	// Throttle limits failed sign-ins; zero values take the defaults.
-	Throttle ThrottleOptions
+	Throttle ThrottleConfig
+	// PasswordChecks bounds the argon2id checks (64 MiB each) running at once; default
+	// DefaultPasswordChecks. A sign-in that finds no slot within PasswordCheckWait (default
+	// DefaultPasswordCheckWait) is answered 503 with Retry-After.
+	PasswordChecks    int
+	PasswordCheckWait time.Duration
+}
+
+func (c *Config) setDefaults() {
+	c.Issuer = strings.TrimRight(c.Issuer, "/")
+	if c.Now == nil && c.Cmds != nil {
+		c.Now = c.Cmds.Now
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	configcheck.SetDefaults(c.durations(), false)
+	if c.PasswordChecks == 0 {
+		c.PasswordChecks = DefaultPasswordChecks
+	}
+	c.Throttle.setDefaults()
+}
+
+func (c *Config) durations() []configcheck.Duration {
+	return []configcheck.Duration{{Name: "AccessTTL", Value: &c.AccessTTL, Default: DefaultAccessTTL},
+		{Name: "IDTokenTTL", Value: &c.IDTokenTTL, Default: DefaultIDTokenTTL},
+		{Name: "RefreshTTL", Value: &c.RefreshTTL, Default: DefaultRefreshTTL},
+		{Name: "SessionTTL", Value: &c.SessionTTL, Default: DefaultSessionTTL},
+		{Name: "CodeTTL", Value: &c.CodeTTL, Default: DefaultCodeTTL},
+		{Name: "KeyReload", Value: &c.KeyReload, Default: DefaultKeyReload},
+		{Name: "PasswordCheckWait", Value: &c.PasswordCheckWait, Default: DefaultPasswordCheckWait}}
+}
+
+// Validate reports a missing dependency or the first field out of range, by name. Zero values
+// are valid: they take the default.
+func (c Config) Validate() error {
+	switch {
+	case c.Issuer == "":
+		return errors.New("identity: Issuer is required")
+	case c.Cmds == nil:
+		return errors.New("identity: Cmds is required")
+	case c.Queries == nil:
+		return errors.New("identity: Queries is required")
+	case c.Sealer == nil:
+		return errors.New("identity: Sealer is required")
+	case c.PasswordChecks < 0:
+		return fmt.Errorf("identity: PasswordChecks %d: must be at least 1 (0 takes the default)", c.PasswordChecks)
+	}
+	if err := configcheck.NotNegative("identity", c.durations()); err != nil {
+		return err
+	}
+	return c.Throttle.Validate()
 }
 
 // Provider is the OpenID Connect provider.
 type Provider struct {
-	opts     Options
+	opts     Config
 	issuer   string
 	cmds     *commands.Handler
 	queries  *projections.Queries
@@ -59,39 +120,23 @@ type Provider struct {
 	now      func() time.Time
 	keys     *KeyRing
 	throttle *throttle
-	secure   bool // cookies carry Secure (an https issuer)
+	checks   *gate // bounds concurrent argon2id checks
+	secure   bool  // cookies carry Secure (an https issuer)
 	pages    *pages
 }
 
 // New builds a provider; call Start (or Keys().EnsureKey) before serving.
-func New(o Options) (*Provider, error) {
-	if o.Issuer == "" || o.Cmds == nil || o.Queries == nil || o.Sealer == nil {
-		return nil, errors.New("identity: issuer, commands, queries and sealer are required")
+func New(o Config) (*Provider, error) {
+	o.setDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	o.Issuer = strings.TrimRight(o.Issuer, "/")
-	if o.Now == nil {
-		o.Now = o.Cmds.Now
-	}
-	if o.Logger == nil {
-		o.Logger = logrus.StandardLogger()
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&o.AccessTTL, DefaultAccessTTL)
-	def(&o.IDTokenTTL, DefaultIDTokenTTL)
-	def(&o.RefreshTTL, DefaultRefreshTTL)
-	def(&o.SessionTTL, DefaultSessionTTL)
-	def(&o.CodeTTL, DefaultCodeTTL)
-	def(&o.KeyReload, DefaultKeyReload)
 	pg, err := loadPages()
 	if err != nil {
 		return nil, err
 	}
 	p := &Provider{opts: o, issuer: o.Issuer, cmds: o.Cmds, queries: o.Queries, log: o.Logger, now: o.Now,
-		throttle: newThrottle(o.Throttle, o.Now), secure: strings.HasPrefix(o.Issuer, "https://"), pages: pg}
+		throttle: newThrottle(o.Throttle, o.Now), checks: newGate(o.PasswordChecks, o.PasswordCheckWait), secure: strings.HasPrefix(o.Issuer, "https://"), pages: pg}
 	// A retired key stays published while any token it signed can be live.
 	publishFor := max(o.AccessTTL, o.IDTokenTTL, o.SessionTTL)
 	p.keys = newKeyRing(o.Cmds, o.Queries, o.Sealer, o.Now, publishFor)
@@ -125,7 +170,7 @@ func (p *Provider) Run(ctx context.Context) error {
 }
 
 // Mount adds the provider's routes: the OIDC endpoints and pages at the root, the session
-// sign-in for the dashboard JSON endpoints under v1.
+// sign-in for the console's JSON endpoints under v1 (the console mounts its own pages).
 func (p *Provider) Mount(root, v1 *mux.Router) {
 	root.HandleFunc("/.well-known/openid-configuration", p.discovery).Methods(http.MethodGet, http.MethodHead)
 	root.HandleFunc("/.well-known/jwks.json", p.jwks).Methods(http.MethodGet, http.MethodHead)
@@ -139,7 +184,6 @@ func (p *Provider) Mount(root, v1 *mux.Router) {
 	root.HandleFunc("/logout", p.logoutPage).Methods(http.MethodGet)
 	root.HandleFunc("/logout", p.logoutSubmit).Methods(http.MethodPost)
 	root.Handle("/static/{file}", staticHandler()).Methods(http.MethodGet, http.MethodHead)
-	p.mountDashboard(root, v1)
 	v1.HandleFunc("/auth/login", p.apiLogin).Methods(http.MethodPost)
 }
 

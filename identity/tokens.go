@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,8 +19,11 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/authorization"
+	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/internal/dbfail"
 )
 
 // oauthError is an RFC 6749 5.2 error.
@@ -49,7 +53,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (p *Provider) writeOAuthError(w http.ResponseWriter, r *http.Request, err error) {
 	var oe *oauthError
-	if !errors.As(err, &oe) {
+	switch {
+	case errors.As(err, &oe):
+	case dbfail.Unavailable(err):
+		// RFC 6749 4.1.2.1's code for a server that cannot answer for now; the client may
+		// send the same request again after Retry-After.
+		p.log.WithError(err).WithField("path", r.URL.Path).Warn("oauth endpoint unavailable")
+		w.Header().Set("Retry-After", httperr.UnavailableRetryAfter)
+		oe = oauthErr(http.StatusServiceUnavailable, "temporarily_unavailable", httperr.UnavailableMessage)
+	default:
 		p.log.WithError(err).WithField("path", r.URL.Path).Error("oauth endpoint failed")
 		oe = oauthErr(http.StatusInternalServerError, "server_error", "internal error")
 	}
@@ -106,7 +118,7 @@ func (p *Provider) authenticateClient(r *http.Request) (app.State, error) {
 		return a, nil
 	}
 	if secret == "" || a.SecretHash == "" ||
-		subtle.ConstantTimeCompare([]byte(authorization.HashToken(secret)), []byte(a.SecretHash)) != 1 {
+		subtle.ConstantTimeCompare([]byte(grant.HashToken(secret)), []byte(a.SecretHash)) != 1 {
 		return app.State{}, errInvalidClient
 	}
 	return a, nil
@@ -169,15 +181,54 @@ func (p *Provider) exchangeRefresh(ctx context.Context, client app.State, form u
 	if token == "" {
 		return TokenResponse{}, oauthErr(http.StatusBadRequest, "invalid_request", "refresh_token is required")
 	}
+	requested := strings.Fields(form.Get("scope"))
+	if len(requested) > 0 {
+		// RFC 6749 6: checked before the refresh token is rotated, so a refused request leaves it usable.
+		if err := p.checkRefreshScope(ctx, client.ClientID, token, requested); err != nil {
+			return TokenResponse{}, err
+		}
+	}
 	az, next, err := p.cmds.RefreshAuthorization(ctx, client.ClientID, token, p.opts.RefreshTTL)
 	if err != nil {
 		return TokenResponse{}, grantError(err)
 	}
+	if len(requested) > 0 {
+		// The new tokens carry the narrower scope; the authorization (and so the next refresh
+		// without a scope) keeps the whole grant.
+		if err := within(requested, az.Scopes); err != nil {
+			return TokenResponse{}, err
+		}
+		az.Scopes = requested
+	}
 	return p.issue(ctx, az, next, false)
 }
 
+// checkRefreshScope refuses a requested scope wider than the grant the refresh token belongs
+// to. A token that is not the client's is left to RefreshAuthorization's invalid_grant.
+func (p *Provider) checkRefreshScope(ctx context.Context, clientID, token string, requested []string) error {
+	id, ok := commands.AuthorizationOfToken(token)
+	if !ok {
+		return nil
+	}
+	az, err := p.cmds.Authorization(ctx, id)
+	if err != nil || az.ClientID != clientID {
+		return nil
+	}
+	return within(requested, az.Scopes)
+}
+
+// within is invalid_scope unless every requested scope was granted.
+func within(requested, granted []string) error {
+	for _, s := range requested {
+		if !slices.Contains(granted, s) {
+			return oauthErr(http.StatusBadRequest, "invalid_scope", fmt.Sprintf("scope %q was not granted; a refresh may only narrow the scope", s))
+		}
+	}
+	return nil
+}
+
 func grantError(err error) error {
-	if errors.Is(err, authorization.ErrInvalidGrant) || errors.Is(err, domain.ErrNotFound) {
+	if errors.Is(err, grant.ErrInvalidGrant) || errors.Is(err, domain.ErrNotFound) {
 		return errInvalidGrant
 	}
 	return err
@@ -185,7 +236,7 @@ func grantError(err error) error {
 
 // issue signs the access token and, when openid was granted, the ID token. Both are signed on
 // every grant: the refresh response carries a fresh ID token too (OIDC Core 12.2 allows it).
-func (p *Provider) issue(ctx context.Context, az authorization.State, refresh string, withNonce bool) (TokenResponse, error) {
+func (p *Provider) issue(ctx context.Context, az grant.State, refresh string, withNonce bool) (TokenResponse, error) {
 	now := p.now()
 	access, err := p.keys.Sign(p.accessClaims(az, now))
 	if err != nil {
@@ -220,7 +271,7 @@ func (p *Provider) issue(ctx context.Context, az authorization.State, refresh st
 	return resp, nil
 }
 
-func (p *Provider) accessClaims(az authorization.State, now time.Time) tokenClaims {
+func (p *Provider) accessClaims(az grant.State, now time.Time) tokenClaims {
 	return tokenClaims{Issuer: p.issuer, Subject: az.UserID, Audience: az.ClientID, ClientID: az.ClientID,
 		WorkspaceID: az.WorkspaceID, Scope: strings.Join(az.Scopes, " "), IssuedAt: now.Unix(),
 		ExpiresAt: now.Add(p.opts.AccessTTL).Unix(), ID: newJTI(az.ID)}
@@ -329,8 +380,12 @@ func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
 		raw = r.PostForm.Get("access_token")
 	}
 	pr, err := p.VerifyBearer(r.Context(), raw)
-	if err == nil && (pr.Session || !Satisfies(pr.Scopes, ScopeOpenID)) {
+	if err == nil && (pr.Session || !access.Satisfies(pr.Scopes, ScopeOpenID)) {
 		err = ErrInvalidToken
+	}
+	if dbfail.Unavailable(err) {
+		p.writeOAuthError(w, r, err)
+		return
 	}
 	if err != nil {
 		if !errors.Is(err, ErrInvalidToken) {
@@ -347,10 +402,10 @@ func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := map[string]any{"sub": u.ID}
-	if Satisfies(pr.Scopes, ScopeEmail) {
+	if access.Satisfies(pr.Scopes, ScopeEmail) {
 		out["email"], out["email_verified"] = u.Email, false
 	}
-	if Satisfies(pr.Scopes, ScopeProfile) {
+	if access.Satisfies(pr.Scopes, ScopeProfile) {
 		out["name"] = u.Name
 	}
 	noStore(w)
@@ -376,7 +431,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if azID, ok := p.authorizationOf(r.Context(), token, client.ClientID); ok {
-		if err := p.cmds.RevokeAuthorization(r.Context(), azID, authorization.ReasonClient); err != nil {
+		if err := p.cmds.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
 			p.writeOAuthError(w, r, err)
 			return
 		}
@@ -390,7 +445,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) authorizationOf(ctx context.Context, token, clientID string) (string, bool) {
 	if id, ok := commands.AuthorizationOfToken(token); ok {
 		az, err := p.cmds.Authorization(ctx, id)
-		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(authorization.HashToken(token)) {
+		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(grant.HashToken(token)) {
 			return "", false
 		}
 		return id, true
@@ -403,37 +458,44 @@ func (p *Provider) authorizationOf(ctx context.Context, token, clientID string) 
 	return id, id != ""
 }
 
-// introspect is RFC 7662, for resource servers registered as apps.
+// introspect is RFC 7662. Only a confidential client (authenticated with its secret) may ask,
+// and only about its own tokens: any other token, like an unknown one, is {"active": false}, so
+// the endpoint tells no one about another app's users, workspaces or scopes.
 func (p *Provider) introspect(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		p.writeOAuthError(w, r, oauthErr(http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded"))
 		return
 	}
-	if _, err := p.authenticateClient(r); err != nil {
+	client, err := p.authenticateClient(r)
+	if err == nil && client.Public {
+		err = errInvalidClient
+	}
+	if err != nil {
 		p.writeOAuthError(w, r, err)
 		return
 	}
-	token := r.PostForm.Get("token")
 	noStore(w)
+	writeJSON(w, http.StatusOK, p.introspection(r.Context(), client.ClientID, r.PostForm.Get("token")))
+}
+
+// introspection is the RFC 7662 answer about token for clientID.
+func (p *Provider) introspection(ctx context.Context, clientID, token string) map[string]any {
 	inactive := map[string]any{"active": false}
 	if id, ok := commands.AuthorizationOfToken(token); ok {
-		az, err := p.cmds.Authorization(r.Context(), id)
-		h := authorization.HashToken(token)
-		if err != nil || az.Revoked || az.RefreshHash == "" || subtle.ConstantTimeCompare([]byte(az.RefreshHash), []byte(h)) != 1 ||
-			!p.now().Before(az.RefreshExpiresAt) {
-			writeJSON(w, http.StatusOK, inactive)
-			return
+		az, err := p.cmds.Authorization(ctx, id)
+		h := grant.HashToken(token)
+		if err != nil || az.ClientID != clientID || az.Revoked || az.RefreshHash == "" ||
+			subtle.ConstantTimeCompare([]byte(az.RefreshHash), []byte(h)) != 1 || !p.now().Before(az.RefreshExpiresAt) {
+			return inactive
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"active": true, "token_type": "refresh_token", "client_id": az.ClientID,
+		return map[string]any{"active": true, "token_type": "refresh_token", "client_id": az.ClientID,
 			"sub": az.UserID, "scope": strings.Join(az.Scopes, " "), "workspace_id": az.WorkspaceID, "exp": az.RefreshExpiresAt.Unix(),
-			"iss": p.issuer})
-		return
+			"iss": p.issuer}
 	}
-	pr, err := p.VerifyBearer(r.Context(), token)
-	if err != nil || pr.Session {
-		writeJSON(w, http.StatusOK, inactive)
-		return
+	pr, err := p.VerifyBearer(ctx, token)
+	if err != nil || pr.Session || pr.ClientID != clientID {
+		return inactive
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"active": true, "token_type": "Bearer", "client_id": pr.ClientID, "aud": pr.ClientID,
-		"sub": pr.UserID, "scope": strings.Join(pr.Scopes, " "), "workspace_id": pr.WorkspaceID, "exp": pr.ExpiresAt.Unix(), "iss": p.issuer})
+	return map[string]any{"active": true, "token_type": "Bearer", "client_id": pr.ClientID, "aud": pr.ClientID,
+		"sub": pr.UserID, "scope": strings.Join(pr.Scopes, " "), "workspace_id": pr.WorkspaceID, "exp": pr.ExpiresAt.Unix(), "iss": p.issuer}
 }

@@ -7,8 +7,8 @@ import (
 	"math"
 )
 
-// BuiltinOptions configures the built-in modules.
-type BuiltinOptions struct {
+// BuiltinsConfig configures the built-in modules.
+type BuiltinsConfig struct {
 	// AllowPrivateNetworks turns off http.request's SSRF guard (see package
 	// netguard). The server sets it from SWITCHYARD_WEBHOOK_ALLOW_PRIVATE;
 	// tests set it to reach httptest servers. Default false.
@@ -21,16 +21,37 @@ type BuiltinOptions struct {
 	HTTPUserAgent string
 }
 
-// Builtins returns a new registry holding every built-in module.
-func Builtins(opts BuiltinOptions) *Registry {
+// setDefaults fills zero values and repairs a negative MaxHTTPResponseBytes with the default,
+// so that Builtins, which returns no error, always gets a valid config.
+func (c *BuiltinsConfig) setDefaults() {
+	if c.MaxHTTPResponseBytes <= 0 {
+		c.MaxHTTPResponseBytes = DefaultMaxHTTPResponseBytes
+	}
+	if c.HTTPUserAgent == "" {
+		c.HTTPUserAgent = "Switchyard-HTTP-Module/1"
+	}
+}
+
+// Validate reports a field out of range, by name. Zero values are valid: they take the default.
+func (c BuiltinsConfig) Validate() error {
+	if c.MaxHTTPResponseBytes < 0 {
+		return fmt.Errorf("modules: MaxHTTPResponseBytes %d: must not be negative", c.MaxHTTPResponseBytes)
+	}
+	return nil
+}
+
+// Builtins returns a new registry holding every built-in module. It calls opts.setDefaults,
+// which repairs what Validate would refuse, so it needs no error result.
+func Builtins(opts BuiltinsConfig) *Registry {
+	opts.setDefaults()
 	r := New()
 	for _, m := range []Module{
-		echoModule(),
+		repeatable(echoModule()),
 		delayModule(),
 		failModule(),
-		jqModule(),
-		templateModule(),
-		exprModule(),
+		repeatable(jqModule()),
+		repeatable(templateModule()),
+		repeatable(exprModule()),
 		httpModule(opts),
 	} {
 		if err := r.Register(m); err != nil {

@@ -20,7 +20,7 @@ func TestBuiltinsList(t *testing.T) {
 		"json.jq":       1500,
 		"text.template": 1500,
 	}
-	list := Builtins(BuiltinOptions{}).List()
+	list := Builtins(BuiltinsConfig{}).List()
 	if len(list) != len(want) {
 		t.Fatalf("got %d modules, want %d", len(list), len(want))
 	}
@@ -43,7 +43,7 @@ func TestBuiltinsList(t *testing.T) {
 }
 
 func TestBuiltinsValidate(t *testing.T) {
-	r := Builtins(BuiltinOptions{})
+	r := Builtins(BuiltinsConfig{})
 	tests := []struct {
 		module, config, input string
 		field                 string // "" means valid
@@ -145,7 +145,7 @@ func TestBuiltinsValidate(t *testing.T) {
 }
 
 func TestValidationMessages(t *testing.T) {
-	r := Builtins(BuiltinOptions{})
+	r := Builtins(BuiltinsConfig{})
 	for _, tt := range []struct{ module, config, want string }{
 		{"core.delay", `{}`, "config.ms: is required"},
 		{"core.delay", `{"ms": "5"}`, "config.ms: must be an integer, got string"},
@@ -192,7 +192,7 @@ func jsonValue(t *testing.T, s string) any {
 }
 
 func TestBuiltinsRun(t *testing.T) {
-	r := Builtins(BuiltinOptions{})
+	r := Builtins(BuiltinsConfig{})
 	bigItems := `{"big": "` + strings.Repeat("x", 100<<10) + `", "items": [` + strings.TrimSuffix(strings.Repeat("1,", 20), ",") + `]}`
 	tests := []struct {
 		name, module, config, input string
@@ -266,7 +266,7 @@ func TestBuiltinsRun(t *testing.T) {
 }
 
 func TestFailDetails(t *testing.T) {
-	_, f := runBuiltin(t, Builtins(BuiltinOptions{}), "core.fail", `{"message": "m", "details": {"a": [1]}}`, `{}`, 1)
+	_, f := runBuiltin(t, Builtins(BuiltinsConfig{}), "core.fail", `{"message": "m", "details": {"a": [1]}}`, `{}`, 1)
 	b, err := json.Marshal(f)
 	if err != nil || string(b) != `{"message":"m","code":"failed","details":{"a":[1]}}` {
 		t.Fatalf("%s %v", b, err)
@@ -274,7 +274,7 @@ func TestFailDetails(t *testing.T) {
 }
 
 func TestDelayHonoursContext(t *testing.T) {
-	r := Builtins(BuiltinOptions{})
+	r := Builtins(BuiltinsConfig{})
 	call := Call{Config: json.RawMessage(`{"ms": 10000}`), Input: json.RawMessage(`{}`), Attempt: 1}
 
 	t.Run("deadline", func(t *testing.T) {
@@ -307,7 +307,7 @@ func TestDelayHonoursContext(t *testing.T) {
 func TestJQHonoursDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := Builtins(BuiltinOptions{}).Run(ctx, "json.jq", Call{
+	_, err := Builtins(BuiltinsConfig{}).Run(ctx, "json.jq", Call{
 		Config: json.RawMessage(`{"query": "last(range(1e15))"}`), Input: json.RawMessage(`{}`),
 	})
 	if f, ok := AsFailure(err); !ok || f.Code != CodeTimeout {
@@ -321,7 +321,7 @@ func TestTemplateHonoursDeadline(t *testing.T) {
 	items := "[" + strings.TrimSuffix(strings.Repeat("0,", 200), ",") + "]"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := Builtins(BuiltinOptions{}).Run(ctx, "text.template", Call{
+	_, err := Builtins(BuiltinsConfig{}).Run(ctx, "text.template", Call{
 		Config: json.RawMessage(`{"template": "{{range .a}}{{range $.a}}{{range $.a}}{{end}}{{end}}{{end}}"}`),
 		Input:  json.RawMessage(`{"a": ` + items + `}`),
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -46,12 +47,13 @@ type exprConfig struct {
 // compileExpr compiles an expression against a free-form map environment:
 // any identifier is accepted and looked up in the input at run time (a
 // missing one is nil).
-func compileExpr(src string) (*vm.Program, error) {
-	p, err := expr.Compile(src,
+func compileExpr(src string, extra ...expr.Option) (*vm.Program, error) {
+	opts := append([]expr.Option{
 		expr.Env(map[string]any{}),
 		expr.AllowUndefinedVariables(),
 		expr.MaxNodes(10000),
-	)
+	}, extra...)
+	p, err := expr.Compile(src, opts...)
 	if err != nil {
 		return nil, invalid("config.expression", "expression error: %s", firstLine(err.Error()))
 	}
@@ -63,7 +65,7 @@ func runExpr(ctx context.Context, call Call) (json.RawMessage, error) {
 	if err := decode(call.Config, &cfg); err != nil {
 		return nil, err
 	}
-	p, err := compileExpr(cfg.Expression)
+	p, err := compileExpr(cfg.Expression, deadlineChecks(ctx)...)
 	if err != nil {
 		return nil, Fail(CodeInvalidRequest, "%v", err)
 	}
@@ -78,6 +80,9 @@ func runExpr(ctx context.Context, call Call) (json.RawMessage, error) {
 		// The VM's default memory budget bounds allocation-heavy loops.
 		res, err := expr.Run(p, env)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, Fail(CodeEvaluation, "expression: %s", firstLine(err.Error()))
 		}
 		if f, ok := res.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
@@ -89,6 +94,35 @@ func runExpr(ctx context.Context, call Call) (json.RawMessage, error) {
 		}
 		return capOutput("expr.eval", b, MaxOutputBytes)
 	})
+}
+
+// deadlineChecks makes a program stop once ctx ends: expr's VM takes no
+// context. Repetition in expr comes only from the builtins that run a
+// predicate per element (all, map, filter, reduce, sortBy, ...), so every
+// predicate's body is wrapped in a call that fails once ctx has ended, and
+// between two checks runs at most one predicate body without loops. The
+// wrapper returns its argument unchanged, typed any, which the checker accepts
+// wherever a predicate's result may be of unknown type.
+func deadlineChecks(ctx context.Context) []expr.Option {
+	return []expr.Option{
+		expr.Function(stepFunc, func(params ...any) (any, error) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return params[0], nil
+		}, new(func(any) any)),
+		expr.Patch(predicateCheck{}),
+	}
+}
+
+// predicateCheck wraps every predicate body in a call of stepFunc.
+type predicateCheck struct{}
+
+func (predicateCheck) Visit(node *ast.Node) {
+	if p, ok := (*node).(*ast.PredicateNode); ok {
+		call := &ast.CallNode{Callee: &ast.IdentifierNode{Value: stepFunc}, Arguments: []ast.Node{p.Node}}
+		ast.Patch(&p.Node, call)
+	}
 }
 
 // firstLine drops expr's multi-line source excerpt from an error message; the

@@ -35,17 +35,11 @@ type httpRequestModule struct {
 	client       *http.Client
 }
 
-func httpModule(opts BuiltinOptions) Module {
+func httpModule(opts BuiltinsConfig) Module {
 	h := &httpRequestModule{
 		allowPrivate: opts.AllowPrivateNetworks,
 		maxBytes:     opts.MaxHTTPResponseBytes,
 		userAgent:    opts.HTTPUserAgent,
-	}
-	if h.maxBytes <= 0 {
-		h.maxBytes = DefaultMaxHTTPResponseBytes
-	}
-	if h.userAgent == "" {
-		h.userAgent = "Switchyard-HTTP-Module/1"
 	}
 	h.client = &http.Client{
 		Transport: netguard.NewTransport(opts.AllowPrivateNetworks),
@@ -324,12 +318,8 @@ func (h *httpRequestModule) requestError(runCtx, reqCtx context.Context, p *http
 			Message: fmt.Sprintf("http.request: %s: stopped after %d redirects", target, MaxHTTPRedirects),
 		}
 	}
-	msg := err.Error()
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		msg = ue.Err.Error()
-	}
-	return &Failure{Code: CodeNetwork, Message: fmt.Sprintf("http.request: %s: %s", target, msg)}
+	// In words: the error's own text names the resolved address and the DNS resolver's.
+	return &Failure{Code: CodeNetwork, Message: fmt.Sprintf("http.request: %s: %s", target, netguard.Describe(err))}
 }
 
 func tooLarge(limit int64, status int) *Failure {

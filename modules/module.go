@@ -58,6 +58,11 @@ type Definition struct {
 	ConfigSchema json.RawMessage // nil means {"type": "object"}
 	InputSchema  json.RawMessage // nil means {"type": "object"}
 	Timeout      time.Duration   // zero means DefaultTimeout
+	// Repeatable declares that running a call twice is harmless: the run has no effect
+	// outside its output (echo, jq, template, expr). The executor runs such a call before
+	// claiming it and records claim and outcome in one append; a call that is not repeatable
+	// (http.request) is claimed first, so that it runs once. See [IsRepeatable].
+	Repeatable bool
 
 	// CheckConfig runs after the config schema passed, for semantic checks
 	// of config alone (compiling a program), so that a workflow definition,
@@ -129,6 +134,22 @@ func (m *module) CostMilli() int64              { return m.def.CostMilli }
 func (m *module) ConfigSchema() json.RawMessage { return m.def.ConfigSchema }
 func (m *module) InputSchema() json.RawMessage  { return m.def.InputSchema }
 func (m *module) Timeout() time.Duration        { return m.def.Timeout }
+func (m *module) Repeatable() bool              { return m.def.Repeatable }
+
+// IsRepeatable reports whether m declares that running a call twice is harmless (a module
+// with a Repeatable() bool method returning true). Modules that say nothing are not.
+func IsRepeatable(m Module) bool {
+	r, ok := m.(interface{ Repeatable() bool })
+	return ok && r.Repeatable()
+}
+
+// repeatable marks a built-in module whose runs are harmless to repeat.
+func repeatable(m Module) Module {
+	if mm, ok := m.(*module); ok {
+		mm.def.Repeatable = true
+	}
+	return m
+}
 
 func (m *module) ValidateConfig(config json.RawMessage) error {
 	if err := checkSchema("config", m.config, config); err != nil {

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Registry is a set of modules by name. It is safe for concurrent use.
@@ -172,18 +173,27 @@ func classify(parent, runCtx context.Context, name string, m Module, err error) 
 	return &Failure{Code: CodeModuleError, Message: err.Error()}
 }
 
-// runIsolated runs f in its own goroutine so that a CPU-bound evaluation
-// that cannot observe ctx (text/template, expr) does not hold the caller past
-// its deadline. On ctx's end it returns ctx.Err() at once; f is abandoned and
-// finishes (bounded by the evaluator's own limits) in the background. Panics
-// in f are recovered into a Failure.
+// evaluating counts the evaluations started by runIsolated that have not
+// returned yet, abandoned ones included.
+var evaluating atomic.Int64
+
+// evaluationsRunning reports how many isolated evaluations are still running.
+func evaluationsRunning() int64 { return evaluating.Load() }
+
+// runIsolated runs f in its own goroutine so that the caller is answered at
+// its deadline even while f finishes its current step. On ctx's end it
+// returns ctx.Err() at once; f must itself stop soon after (text/template and
+// expr do through the checks addDeadlineChecks and deadlineChecks put in
+// their programs). Panics in f are recovered into a Failure.
 func runIsolated(ctx context.Context, name string, f func() (json.RawMessage, error)) (json.RawMessage, error) {
 	type result struct {
 		out json.RawMessage
 		err error
 	}
 	ch := make(chan result, 1)
+	evaluating.Add(1)
 	go func() {
+		defer evaluating.Add(-1)
 		defer func() {
 			if p := recover(); p != nil {
 				ch <- result{err: panicFailure(name, p)}

@@ -82,7 +82,7 @@ func TestNewModuleRejectsBadDefinitions(t *testing.T) {
 }
 
 func TestRegistryValidateUnknownModule(t *testing.T) {
-	err := Builtins(BuiltinOptions{}).Validate("no.such", obj(`{}`), obj(`{}`))
+	err := Builtins(BuiltinsConfig{}).Validate("no.such", obj(`{}`), obj(`{}`))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "module" || !errors.Is(err, ErrUnknownModule) {
 		t.Fatalf("Validate(no.such) = %v", err)

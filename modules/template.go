@@ -180,6 +180,7 @@ func runTemplate(ctx context.Context, call Call) (json.RawMessage, error) {
 	if err != nil {
 		return nil, Fail(CodeInvalidRequest, "input: %v", err)
 	}
+	addDeadlineChecks(ctx, t)
 	return runIsolated(ctx, "text.template", func() (json.RawMessage, error) {
 		w := &limitedWriter{ctx: ctx, limit: MaxOutputBytes}
 		if err := t.Execute(w, data); err != nil {
@@ -197,6 +198,66 @@ func runTemplate(ctx context.Context, call Call) (json.RawMessage, error) {
 		}
 		return json.Marshal(map[string]string{"text": w.b.String()})
 	})
+}
+
+// stepFunc is the name of the function addDeadlineChecks calls. A template
+// that calls it itself only adds a check.
+const stepFunc = "_switchyard_step"
+
+// addDeadlineChecks makes t stop once ctx ends, however it loops:
+// text/template takes no context and a loop that writes nothing never
+// reaches the writer's check. Repetition in a template comes only from range
+// iterations and template invocations (recursion included), so a call to a
+// function that fails once ctx has ended is put first in every range body and
+// every template body; between two checks runs at most one pass over a body
+// without loops, bounded by the template's size.
+func addDeadlineChecks(ctx context.Context, t *template.Template) {
+	t.Funcs(template.FuncMap{stepFunc: func() (string, error) { return "", ctx.Err() }})
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil && tt.Tree.Root != nil {
+			insertChecks(tt.Tree.Root, stepCheck)
+			prepend(tt.Tree.Root, stepCheck)
+		}
+	}
+}
+
+// stepCheck is the {{_switchyard_step}} action that addDeadlineChecks copies
+// into a template, parsed so that it is a node the parser built.
+var stepCheck = func() parse.Node {
+	trees, err := parse.Parse("step", "{{"+stepFunc+"}}", "", "", map[string]any{stepFunc: func() string { return "" }})
+	if err != nil {
+		panic(err)
+	}
+	return trees["step"].Root.Nodes[0]
+}()
+
+func prepend(l *parse.ListNode, check parse.Node) {
+	l.Nodes = append([]parse.Node{check.Copy()}, l.Nodes...)
+}
+
+// insertChecks puts a check first in the body of every range under n.
+func insertChecks(n parse.Node, check parse.Node) {
+	switch x := n.(type) {
+	case *parse.ListNode:
+		if x == nil {
+			return
+		}
+		for _, c := range x.Nodes {
+			insertChecks(c, check)
+		}
+	case *parse.RangeNode:
+		insertChecks(x.List, check)
+		insertChecks(x.ElseList, check)
+		if x.List != nil {
+			prepend(x.List, check)
+		}
+	case *parse.IfNode:
+		insertChecks(x.List, check)
+		insertChecks(x.ElseList, check)
+	case *parse.WithNode:
+		insertChecks(x.List, check)
+		insertChecks(x.ElseList, check)
+	}
 }
 
 // templateErr turns "template: template:1:2: msg" into "line 1:2: msg".

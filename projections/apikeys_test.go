@@ -30,7 +30,7 @@ func TestAPIKeysProjection(t *testing.T) {
 	if err := projections.Migrate(ctx, pool, []projections.Projector{projections.APIKeys{}}); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestAPIKeysProjection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eng, err := projections.NewEngine(pool, store, []projections.Projector{projections.APIKeys{}}, projections.Options{RetryBackoff: 10 * time.Millisecond})
+	eng, err := projections.NewEngine(pool, store, []projections.Projector{projections.APIKeys{}}, projections.EngineConfig{RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,9 @@ var ErrUnknownProjector = errors.New("unknown projector")
 // failure in /readyz (the projector keeps retrying).
 const failAfterRetries = 5
 
-// Options tunes an Engine.
-type Options struct {
+// EngineConfig tunes an Engine.
+type EngineConfig struct {
+	// Logger receives retried failures; default a logger at warning level.
 	Logger logrus.FieldLogger
 	// Registerer receives the engine's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -40,7 +41,7 @@ type Engine struct {
 	store      eventstore.Store
 	projectors map[string]Projector
 	order      []Projector
-	opts       Options
+	opts       EngineConfig
 	log        logrus.FieldLogger
 	metrics    *metrics
 
@@ -50,18 +51,37 @@ type Engine struct {
 	failed  map[string]bool
 }
 
-// NewEngine builds an engine over the given projectors.
-func NewEngine(pool *pgxpool.Pool, store eventstore.Store, projectors []Projector, opts Options) (*Engine, error) {
-	if opts.Logger == nil {
+func (c *EngineConfig) setDefaults() {
+	if c.Logger == nil {
 		l := logrus.New()
 		l.SetLevel(logrus.WarnLevel)
-		opts.Logger = l
+		c.Logger = l
 	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 500
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
 	}
-	if opts.RetryBackoff <= 0 {
-		opts.RetryBackoff = 100 * time.Millisecond
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c EngineConfig) Validate() error {
+	switch {
+	case c.BatchSize < 0:
+		return fmt.Errorf("projections: BatchSize %d: must be at least 1 (0 takes the default)", c.BatchSize)
+	case c.RetryBackoff < 0:
+		return fmt.Errorf("projections: RetryBackoff %v: must not be negative", c.RetryBackoff)
+	}
+	return nil
+}
+
+// NewEngine builds an engine over the given projectors.
+func NewEngine(pool *pgxpool.Pool, store eventstore.Store, projectors []Projector, opts EngineConfig) (*Engine, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	e := &Engine{pool: pool, store: store, projectors: map[string]Projector{}, opts: opts,
 		log: opts.Logger.WithField("component", "projections"), metrics: newMetrics(opts.Registerer), applied: make(chan struct{}), failed: map[string]bool{}}

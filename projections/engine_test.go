@@ -39,7 +39,7 @@ func newEnv(t *testing.T) env {
 	if err := projections.Migrate(ctx, pool, projections.All()); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func newEnv(t *testing.T) env {
 // startEngine runs an engine until the test ends or the returned stop is called.
 func (e env) startEngine(t *testing.T) (*projections.Engine, context.CancelFunc) {
 	t.Helper()
-	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.Options{RetryBackoff: 10 * time.Millisecond})
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestOneInstancePerProjectorAndFailover(t *testing.T) {
 
 func TestWaitForHonoursContext(t *testing.T) {
 	e := newEnv(t)
-	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.Options{})
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

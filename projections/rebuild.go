@@ -35,6 +35,8 @@ func shadowSchema(name string) string {
 // Rebuild replays the whole log into fresh copies of the projector's tables in a shadow schema,
 // then swaps them in for the live ones in one transaction. Live instances keep serving reads
 // from the old tables until the swap and are paused only for the final catch-up inside it.
+// Rebuilds of one projector run one at a time, across processes: they share the shadow schema,
+// which a second one would drop under the first.
 func (e *Engine) Rebuild(ctx context.Context, name string, progress func(RebuildProgress)) error {
 	p, err := e.Projector(name)
 	if err != nil {
@@ -43,6 +45,13 @@ func (e *Engine) Rebuild(ctx context.Context, name string, progress func(Rebuild
 	if progress == nil {
 		progress = func(RebuildProgress) {}
 	}
+	return HoldLock(ctx, e.pool.Config().ConnConfig, "rebuild:"+name, func(ctx context.Context) error {
+		return e.rebuild(ctx, p, progress)
+	})
+}
+
+func (e *Engine) rebuild(ctx context.Context, p Projector, progress func(RebuildProgress)) error {
+	name := p.Name()
 	schema := shadowSchema(name)
 	start := time.Now()
 	if err := e.prepareShadow(ctx, p, schema); err != nil {
@@ -164,6 +173,13 @@ func eventError(ev eventstore.RecordedEvent, err error) error {
 // replay, and replaces the live tables with the shadow ones, all in one transaction.
 func (e *Engine) swap(ctx context.Context, p Projector, schema string, pos *eventstore.Position, applied *int64) error {
 	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		// The catch-up below sets search_path to the shadow schema in a savepoint, and a
+		// released savepoint keeps that setting for the rest of the transaction: the live
+		// schema and search_path are read first and the path is restored after it.
+		var live, path string
+		if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path')`).Scan(&live, &path); err != nil {
+			return err
+		}
 		if _, err := lockCheckpoint(ctx, tx, p.Name()); err != nil {
 			return err
 		}
@@ -177,8 +193,7 @@ func (e *Engine) swap(ctx context.Context, p Projector, schema string, pos *even
 				break
 			}
 		}
-		var live string
-		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&live); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, path); err != nil {
 			return err
 		}
 		for _, table := range p.Tables() {

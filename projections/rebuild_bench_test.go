@@ -44,7 +44,7 @@ func BenchmarkRebuildBilling(b *testing.B) {
 	if err := projections.Migrate(ctx, pool, projections.All()); err != nil {
 		b.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkRebuildBilling(b *testing.B) {
 	}
 	b.Logf("loaded %d billing events over %d workspaces in %s", n, benchWorkspaces, time.Since(loadStart).Round(time.Millisecond))
 
-	eng, err := projections.NewEngine(pool, store, projections.All(), projections.Options{})
+	eng, err := projections.NewEngine(pool, store, projections.All(), projections.EngineConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,7 +38,8 @@ func (Runs) Migrate(ctx context.Context, tx pgx.Tx) error {
 		updated_at   timestamptz NOT NULL
 	);
 	CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (updated_at) WHERE status IN ('CREATED', 'EXECUTING');
-	CREATE INDEX IF NOT EXISTS runs_workflow ON runs (workflow_id, created_at DESC);`)
+	CREATE INDEX IF NOT EXISTS runs_workflow ON runs (workflow_id, created_at DESC);
+	CREATE INDEX IF NOT EXISTS runs_workspace ON runs (workspace_id, created_at DESC);`)
 	return err
 }
 

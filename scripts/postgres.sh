@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
 # scripts/postgres.sh: find or start a PostgreSQL server for Switchyard and export DATABASE_URL.
 #
-# Sourced by scripts/run.sh and scripts/test.sh (`source scripts/postgres.sh`), or run directly:
+# Sourced by scripts/test.sh (`source scripts/postgres.sh`: a server's admin database, for tests)
+# and scripts/run.sh (`source scripts/postgres.sh app`: the service's database), or run directly:
 #
-#   bash scripts/postgres.sh [start]   find or start a server; prints `export DATABASE_URL=...`
+#   bash scripts/postgres.sh [start]   the service's database; prints `export DATABASE_URL=...`
 #   bash scripts/postgres.sh url       the same, printing only the URL
-#   bash scripts/postgres.sh status    say whether the private cluster exists and runs
+#   bash scripts/postgres.sh admin-url the server's admin database `postgres` (what test.sh uses)
+#   bash scripts/postgres.sh status    this checkout's database, and whether the private cluster runs
 #   bash scripts/postgres.sh stop      stop the private cluster (its data is kept)
+#   bash scripts/postgres.sh forget    forget this checkout's database; the next start chooses again
 #   bash scripts/postgres.sh destroy   stop the private cluster and delete its data
 #
 # The server is the first of:
 #   1. DATABASE_URL, if set: it must answer, or this fails (an explicit choice is never replaced).
-#   2. $SWITCHYARD_PG_HOST:$SWITCHYARD_PG_PORT (default 127.0.0.1:5432) as user postgres, without
+#   2. The service's database only: the one recorded for this checkout in <repo>/.data/database.env
+#      by the first start. It is used until `forget` (or `destroy` of the private cluster it
+#      names); a recorded private cluster is started if stopped; a recorded server that does not
+#      answer is an error, never a reason to move. bin/switchyard reads the same file.
+#   3. $SWITCHYARD_PG_HOST:$SWITCHYARD_PG_PORT (default 127.0.0.1:5432) as user postgres, without
 #      a password (or with PGPASSWORD), if it answers and accepts the login.
-#   3. A private cluster under <repo>/.data/postgres (or $SWITCHYARD_PG_DIR): created with the
+#   4. A private cluster under <repo>/.data/postgres (or $SWITCHYARD_PG_DIR): created with the
 #      installed PostgreSQL binaries (PATH, then /usr/lib/postgresql/*/bin), trust authentication,
 #      listening on 127.0.0.1 only, on the first free port from $SWITCHYARD_PG_PRIVATE_PORT
 #      (default 55432). Run as root, it runs as the postgres OS user. A running one is reused.
-#   4. If no PostgreSQL is installed: `apt-get install postgresql`, then 3.
+#   5. If no PostgreSQL is installed: `apt-get install postgresql`, then 4.
+# For the service's database, 3 and 4 use database `switchyard` (created if missing) and record
+# the choice (a DATABASE_URL you set is never recorded).
 #
-# Exports DATABASE_URL (1: as given; 2 and 3: the `postgres` database, admin-capable),
-# SWITCHYARD_PG_ADMIN_URL (the same server's `postgres` database), SWITCHYARD_PG_SOURCE
-# (env, local or private) and SWITCHYARD_PG_STARTED (1 when this call started the private
-# cluster, else 0). With SWITCHYARD_PG_FAST=1 a private cluster it starts runs without fsync
-# (for tests: fast, not crash-safe). Messages go to stderr. Needs bash 4.1 or later.
+# Exports DATABASE_URL (the service's database; for tests the server's `postgres` database, or
+# DATABASE_URL as given), SWITCHYARD_PG_ADMIN_URL (the same server's `postgres` database),
+# SWITCHYARD_PG_SOURCE (env, local or private) and SWITCHYARD_PG_STARTED (1 when this call started
+# the private cluster, else 0). With SWITCHYARD_PG_FAST=1 a private cluster it starts runs without
+# fsync (for tests: fast, not crash-safe). Messages go to stderr; when a server turns a connection
+# away they quote its reason. Needs bash 4.1 or later.
 
 _sypg_log() { printf 'postgres.sh: %s\n' "$*" >&2; }
 
@@ -262,62 +272,220 @@ _sypg_start_private() {
   _SYPG_PORT=$port
 }
 
-# sypg_ensure: choose the server as described at the top, and export the variables.
-sypg_ensure() {
-  local host="${SWITCHYARD_PG_HOST:-127.0.0.1}" port="${SWITCHYARD_PG_PORT:-5432}" url
-  SWITCHYARD_PG_STARTED=0
-  if [ -n "${DATABASE_URL:-}" ]; then
-    _sypg_need_clients || { _sypg_log "psql and pg_isready are needed to check DATABASE_URL"; return 1; }
-    if ! _sypg_answers "$DATABASE_URL"; then
-      _sypg_log "DATABASE_URL is set ($(_sypg_redact "$DATABASE_URL")) but no server answers there; start it, or unset DATABASE_URL to use a local or private server"
-      return 1
+# _sypg_login_error URL: why a query at URL fails, in the server's words ("FATAL: sorry, too
+# many clients already"), without psql's "connection to server ... failed:" preamble.
+_sypg_login_error() {
+  local out
+  out=$(PGCONNECT_TIMEOUT=5 "$(_sypg_client psql)" -w -X -A -t -q -d "$1" -c 'select 1' </dev/null 2>&1 >/dev/null)
+  out=$(printf '%s' "$out" | grep -v '^[[:space:]]*$' | head -n 1 | sed -E 's/^psql: (error: )?//; s/.* failed: //; s/[[:space:]]+/ /g')
+  printf '%s' "${out:-no answer to a query}"
+}
+
+# _sypg_refused_login CAUSE: the cause is the login itself (no password, wrong password, no such
+# role, pg_hba.conf), not a passing state of the server such as "too many clients".
+_sypg_refused_login() {
+  printf '%s' "$1" | grep -qiE 'password|authentication|pg_hba\.conf|role .* does not exist|fe_sendauth'
+}
+
+# _sypg_pick MODE: the first of 127.0.0.1:5432 and the private cluster (steps 2 to 4 at the top);
+# sets DATABASE_URL to its admin database and SWITCHYARD_PG_SOURCE. MODE app refuses, rather than
+# passes over, a server at 5432 that answers but turns the connection away for a passing reason
+# ("too many clients"), since the choice is recorded for good.
+_sypg_pick() {
+  local mode=$1 host="${SWITCHYARD_PG_HOST:-127.0.0.1}" port="${SWITCHYARD_PG_PORT:-5432}" url cause
+  url="postgres://postgres@$host:$port/postgres?sslmode=disable"
+  # Without client programs, install them only if something listens there at all.
+  if ! _sypg_client pg_isready >/dev/null || ! _sypg_client psql >/dev/null; then
+    if timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; then
+      _sypg_need_clients || true
     fi
-    SWITCHYARD_PG_SOURCE="env"
-    case "$DATABASE_URL" in
-      postgres://* | postgresql://*) SWITCHYARD_PG_ADMIN_URL=$(_sypg_with_db "$DATABASE_URL" postgres) ;;
-      *) SWITCHYARD_PG_ADMIN_URL=$DATABASE_URL ;;
-    esac
-    if ! _sypg_login "$DATABASE_URL"; then
-      # The database itself may not exist yet (run.sh creates it): the same login on the
-      # server's `postgres` database is enough.
-      if [ "$SWITCHYARD_PG_ADMIN_URL" = "$DATABASE_URL" ] || ! _sypg_login "$SWITCHYARD_PG_ADMIN_URL"; then
-        _sypg_log "the server at DATABASE_URL ($(_sypg_redact "$DATABASE_URL")) answers but refuses the login; check the user, password (PGPASSWORD) and database name"
-        return 1
-      fi
-      _sypg_log "the database in DATABASE_URL does not exist yet (or refuses this user); the server accepts the login"
-    fi
-  else
-    url="postgres://postgres@$host:$port/postgres?sslmode=disable"
-    # Without client programs, install them only if something listens there at all.
-    if ! _sypg_client pg_isready >/dev/null || ! _sypg_client psql >/dev/null; then
-      if timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; then
-        _sypg_need_clients || true
-      fi
-    fi
-    if _sypg_client pg_isready >/dev/null && _sypg_client psql >/dev/null &&
-      _sypg_answers "$url" && _sypg_login "$url"; then
+  fi
+  if _sypg_client pg_isready >/dev/null && _sypg_client psql >/dev/null && _sypg_answers "$url"; then
+    if _sypg_login "$url"; then
       SWITCHYARD_PG_SOURCE=local
       DATABASE_URL=$url
-    else
-      if _sypg_client pg_isready >/dev/null && _sypg_answers "$url"; then
-        _sypg_log "the server at $host:$port answers but refuses user postgres without a password; using a private cluster"
-      else
-        _sypg_log "no PostgreSQL answers at $host:$port; using a private cluster"
-      fi
-      _sypg_start_private || return 1
-      port=$_SYPG_PORT
-      SWITCHYARD_PG_SOURCE=private
-      DATABASE_URL=$(_sypg_private_url "$port")
-      _sypg_need_clients || return 1
-      if ! _sypg_login "$DATABASE_URL"; then
-        _sypg_log "the private cluster on port $port does not accept connections"
-        return 1
-      fi
+      return 0
     fi
+    cause=$(_sypg_login_error "$url")
+    if _sypg_refused_login "$cause"; then
+      _sypg_log "the server at $host:$port refuses user postgres without a password ($cause); using a private cluster"
+    elif [ "$mode" = app ]; then
+      _sypg_log "the server at $host:$port answers but turned the connection away: $cause"
+      _sypg_log "try again when it accepts connections, or set DATABASE_URL to the database to use"
+      return 1
+    else
+      _sypg_log "the server at $host:$port answers but turned the connection away ($cause); using a private cluster"
+    fi
+  else
+    _sypg_log "no PostgreSQL answers at $host:$port; using a private cluster"
+  fi
+  _sypg_use_private
+}
+
+# _sypg_use_private: start or reuse the private cluster; DATABASE_URL is its admin database.
+_sypg_use_private() {
+  _sypg_start_private || return 1
+  SWITCHYARD_PG_SOURCE=private
+  DATABASE_URL=$(_sypg_private_url "$_SYPG_PORT")
+  _sypg_need_clients || return 1
+  if ! _sypg_login "$DATABASE_URL"; then
+    _sypg_log "the private cluster on port $_SYPG_PORT does not accept connections: $(_sypg_login_error "$DATABASE_URL")"
+    return 1
+  fi
+}
+
+# _sypg_use_env: check the DATABASE_URL the user set; SWITCHYARD_PG_ADMIN_URL is its server's
+# postgres database.
+_sypg_use_env() {
+  _sypg_need_clients || { _sypg_log "psql and pg_isready are needed to check DATABASE_URL"; return 1; }
+  if ! _sypg_answers "$DATABASE_URL"; then
+    _sypg_log "DATABASE_URL is set ($(_sypg_redact "$DATABASE_URL")) but no server answers there; start it, or unset DATABASE_URL to use a local or private server"
+    return 1
+  fi
+  SWITCHYARD_PG_SOURCE="env"
+  case "$DATABASE_URL" in
+    postgres://* | postgresql://*) SWITCHYARD_PG_ADMIN_URL=$(_sypg_with_db "$DATABASE_URL" postgres) ;;
+    *) SWITCHYARD_PG_ADMIN_URL=$DATABASE_URL ;;
+  esac
+  if ! _sypg_login "$DATABASE_URL"; then
+    # The database itself may not exist yet (run.sh creates it): the same login on the
+    # server's `postgres` database is enough.
+    if [ "$SWITCHYARD_PG_ADMIN_URL" = "$DATABASE_URL" ] || ! _sypg_login "$SWITCHYARD_PG_ADMIN_URL"; then
+      _sypg_log "the server at DATABASE_URL ($(_sypg_redact "$DATABASE_URL")) answers but refuses the connection: $(_sypg_login_error "$DATABASE_URL")"
+      return 1
+    fi
+    _sypg_log "the database in DATABASE_URL does not exist yet (or refuses this user); the server accepts the login"
+  fi
+}
+
+# sypg_ensure: choose the server as described at the top (for tests: the admin database), and
+# export the variables.
+sypg_ensure() {
+  SWITCHYARD_PG_STARTED=0
+  if [ -n "${DATABASE_URL:-}" ]; then
+    _sypg_use_env || return 1
+  else
+    _sypg_pick admin || return 1
     SWITCHYARD_PG_ADMIN_URL=$DATABASE_URL
   fi
   export DATABASE_URL SWITCHYARD_PG_ADMIN_URL SWITCHYARD_PG_SOURCE SWITCHYARD_PG_STARTED
   _sypg_log "using PostgreSQL ($SWITCHYARD_PG_SOURCE): $(_sypg_redact "$DATABASE_URL")"
+}
+
+# The checkout's database, recorded by the first start so that every later start and the CLI
+# (config.RecordedDatabase reads the same file) use it until the user says otherwise.
+_sypg_record_file() { printf '%s' "$(_sypg_repo)/.data/database.env"; }
+
+# _sypg_record_read: sets _SYPG_REC_URL and _SYPG_REC_SOURCE from the record; fails without one.
+_sypg_record_read() {
+  local f
+  f=$(_sypg_record_file)
+  [ -f "$f" ] || return 1
+  _SYPG_REC_URL=$(sed -n 's/^DATABASE_URL=//p' "$f" | head -n 1)
+  _SYPG_REC_SOURCE=$(sed -n 's/^SOURCE=//p' "$f" | head -n 1)
+  [ -n "$_SYPG_REC_URL" ]
+}
+
+# _sypg_record_write URL SOURCE
+_sypg_record_write() {
+  local f tmp
+  f=$(_sypg_record_file)
+  mkdir -p "$(dirname "$f")" || return 1
+  tmp="$f.tmp.$$"
+  (
+    umask 077
+    printf '%s\n' \
+      "# This checkout's database, recorded by scripts/postgres.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)." \
+      "# scripts/run.sh and bin/switchyard use it when DATABASE_URL is not set." \
+      "# To choose again: bash scripts/postgres.sh forget (the data stays where it is)." \
+      "DATABASE_URL=$1" "SOURCE=$2" >"$tmp"
+  ) && mv -f "$tmp" "$f"
+}
+
+# _sypg_create_db ADMIN_URL APP_URL: create the database APP_URL names if it does not exist.
+_sypg_create_db() {
+  local db exists psql_bin
+  case "$2" in
+    postgres://* | postgresql://*) db=$(printf '%s' "$2" | sed -E 's#^[a-z]+://[^/?]*/?([^?]*).*$#\1#') ;;
+    *) return 0 ;; # a key=value string: the database must exist already
+  esac
+  [ -n "$db" ] || return 0
+  psql_bin=$(_sypg_client psql)
+  exists=$(printf '%s\n' "select 1 from pg_database where datname = :'db';" |
+    "$psql_bin" -w -X -A -t -q -v ON_ERROR_STOP=1 -v db="$db" -d "$1" -f - 2>&1) || {
+    _sypg_log "cannot query the databases of the server at $(_sypg_redact "$1"): $exists"
+    return 1
+  }
+  [ "$exists" = 1 ] && return 0
+  _sypg_log "creating database $db"
+  printf '%s\n' 'create database :"db";' |
+    "$psql_bin" -w -X -q -v ON_ERROR_STOP=1 -v db="$db" -d "$1" -f - || {
+    _sypg_log "could not create database $db; create it, or set DATABASE_URL to an existing database"
+    return 1
+  }
+}
+
+# sypg_ensure_app: the service's database (what scripts/run.sh and `url` use), the first of:
+# DATABASE_URL if set (not recorded); the checkout's recorded database; else the server chosen as
+# at the top, database `switchyard`, which is then recorded. The database is created if missing.
+# Exports DATABASE_URL (the service's database) and the variables sypg_ensure exports.
+sypg_ensure_app() {
+  local app_url port
+  SWITCHYARD_PG_STARTED=0
+  if [ -n "${DATABASE_URL:-}" ]; then
+    if _sypg_record_read; then
+      _sypg_log "DATABASE_URL is set: using it for this run, not this checkout's recorded database ($(_sypg_redact "$_SYPG_REC_URL"), in $(_sypg_record_file))"
+    fi
+    _sypg_use_env || return 1
+    app_url=$DATABASE_URL
+  elif _sypg_record_read; then
+    case "$_SYPG_REC_SOURCE" in
+      private)
+        _sypg_log "this checkout's database is the private cluster (recorded in $(_sypg_record_file))"
+        if ! _sypg_existing_dir >/dev/null; then
+          _sypg_log "WARNING: the private cluster recorded for this checkout is gone; creating a new, empty one"
+        fi
+        _sypg_use_private || return 1
+        SWITCHYARD_PG_ADMIN_URL=$DATABASE_URL
+        app_url=$(_sypg_with_db "$DATABASE_URL" "$(printf '%s' "$_SYPG_REC_URL" | sed -E 's#^[a-z]+://[^/?]*/?([^?]*).*$#\1#')")
+        # The cluster may have moved to another port (the recorded one was taken).
+        [ "$app_url" = "$_SYPG_REC_URL" ] || _sypg_record_write "$app_url" private || return 1
+        ;;
+      *)
+        SWITCHYARD_PG_SOURCE=local
+        SWITCHYARD_PG_ADMIN_URL=$(_sypg_with_db "$_SYPG_REC_URL" postgres)
+        app_url=$_SYPG_REC_URL
+        _sypg_need_clients || return 1
+        if ! _sypg_answers "$SWITCHYARD_PG_ADMIN_URL" || ! _sypg_login "$SWITCHYARD_PG_ADMIN_URL"; then
+          _sypg_log "this checkout's database is $(_sypg_redact "$app_url") (recorded in $(_sypg_record_file)), but that server does not take the connection: $(_sypg_login_error "$SWITCHYARD_PG_ADMIN_URL")"
+          _sypg_log "start that server; or set DATABASE_URL for one run; or run 'bash scripts/postgres.sh forget' to choose a server again (the data there stays)"
+          return 1
+        fi
+        ;;
+    esac
+  else
+    _sypg_pick app || return 1
+    SWITCHYARD_PG_ADMIN_URL=$DATABASE_URL
+    app_url=$(_sypg_with_db "$DATABASE_URL" switchyard)
+    _sypg_record_write "$app_url" "$SWITCHYARD_PG_SOURCE" || return 1
+    _sypg_log "recorded $(_sypg_redact "$app_url") as this checkout's database in $(_sypg_record_file): later starts and bin/switchyard use it"
+  fi
+  _sypg_create_db "$SWITCHYARD_PG_ADMIN_URL" "$app_url" || return 1
+  DATABASE_URL=$app_url
+  export DATABASE_URL SWITCHYARD_PG_ADMIN_URL SWITCHYARD_PG_SOURCE SWITCHYARD_PG_STARTED
+  _sypg_log "using PostgreSQL ($SWITCHYARD_PG_SOURCE): $(_sypg_redact "$DATABASE_URL")"
+}
+
+# sypg_forget: delete the record of the checkout's database (the database itself is kept).
+sypg_forget() {
+  local f
+  f=$(_sypg_record_file)
+  if ! _sypg_record_read; then
+    _sypg_log "no database is recorded for this checkout"
+    return 0
+  fi
+  rm -f "$f" || return 1
+  _sypg_log "forgot $(_sypg_redact "$_SYPG_REC_URL") ($_SYPG_REC_SOURCE); its data is kept. The next start chooses a server again."
 }
 
 # sypg_stop: stop the private cluster, if it runs.
@@ -337,17 +505,21 @@ sypg_stop() {
 }
 
 sypg_status() {
-  local dir bindir port
+  local dir bindir port rc=3
+  if _sypg_record_read; then
+    echo "this checkout's database: $(_sypg_redact "$_SYPG_REC_URL") ($_SYPG_REC_SOURCE; recorded in $(_sypg_record_file))"
+  else
+    echo "this checkout's database: none recorded yet (the first start of scripts/run.sh chooses one)"
+  fi
   if ! dir=$(_sypg_existing_dir); then
     echo "private cluster: not created (would be $(_sypg_primary_dir))"
-    return 3
-  fi
-  if bindir=$(_sypg_server_bindir) && port=$(_sypg_running "$dir" "$bindir"); then
+  elif bindir=$(_sypg_server_bindir) && port=$(_sypg_running "$dir" "$bindir"); then
     echo "private cluster: running in $dir, $(_sypg_private_url "$port")"
-    return 0
+    rc=0
+  else
+    echo "private cluster: stopped ($dir)"
   fi
-  echo "private cluster: stopped ($dir)"
-  return 3
+  return $rc
 }
 
 # sypg_destroy: stop the private cluster and delete what this script created in its directory.
@@ -359,28 +531,38 @@ sypg_destroy() {
     rm -rf "${dir:?}/data" && rm -f "$dir/port" "$dir/.lock" "$dir/initdb.log" "$dir/postgres.log" || return 1
     rmdir "$dir" 2>/dev/null || true
   fi
+  if _sypg_record_read && [ "$_SYPG_REC_SOURCE" = private ]; then
+    rm -f "$(_sypg_record_file)"
+  fi
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -uo pipefail
   case "${1:-start}" in
     start)
-      sypg_ensure || exit 1
+      sypg_ensure_app || exit 1
       printf 'export DATABASE_URL=%q\n' "$DATABASE_URL"
       ;;
     url)
-      sypg_ensure || exit 1
+      sypg_ensure_app || exit 1
       printf '%s\n' "$DATABASE_URL"
+      ;;
+    admin-url)
+      sypg_ensure || exit 1
+      printf '%s\n' "$SWITCHYARD_PG_ADMIN_URL"
       ;;
     stop) sypg_stop ;;
     status) sypg_status ;;
+    forget) sypg_forget ;;
     destroy) sypg_destroy ;;
     -h | --help | help) sed -n '2,/^$/p' "$0" | sed -e 's/^# \{0,1\}//' ;;
     *)
-      echo "usage: $0 [start|url|status|stop|destroy]" >&2
+      echo "usage: $0 [start|url|admin-url|status|stop|forget|destroy]" >&2
       exit 2
       ;;
   esac
+elif [ "${1:-}" = app ]; then
+  sypg_ensure_app || return 1
 else
   sypg_ensure || return 1
 fi

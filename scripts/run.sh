@@ -4,11 +4,13 @@
 #   scripts/run.sh [serve flags]
 #
 # Steps: find or start PostgreSQL (scripts/postgres.sh), create the database if it does not exist
-# (`switchyard`, or the one named in DATABASE_URL when you set it), build ./cmd/switchyard into
-# bin/switchyard, run `bin/switchyard migrate`, on the first start create an admin user and a
+# (`switchyard`, or the one named in DATABASE_URL when you set it), record the choice in
+# .data/database.env so that every later start and bin/switchyard use the same database until
+# `bash scripts/postgres.sh forget` (a DATABASE_URL you set wins and is not recorded), build
+# ./cmd/switchyard into bin/switchyard, run `bin/switchyard migrate`, on the first start create an admin user and a
 # workspace and print the admin's password and API key once, then exec `bin/switchyard serve`
 # with the arguments given. Configuration is read from the environment (docs/configuration.md);
-# without SWITCHYARD_SECRET_KEY the service generates a key in ./data and warns.
+# without SWITCHYARD_SECRET_KEY the service generates a key in ./data and warns once.
 #
 # A private PostgreSQL cluster started for this keeps running after the service stops; stop it
 # with `bash scripts/postgres.sh stop`.
@@ -34,41 +36,13 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-# PostgreSQL, and the service's database on it.
-user_url="${DATABASE_URL:-}"
+# PostgreSQL, and the service's database on it: DATABASE_URL if set, else the database recorded
+# for this checkout by its first start (.data/database.env), else a new choice, then recorded.
 # shellcheck source=scripts/postgres.sh
-if ! source scripts/postgres.sh; then
-  say "no PostgreSQL server is available (see the messages above)."
+if ! source scripts/postgres.sh app; then
+  say "no PostgreSQL database is available (see the messages above)."
   exit 1
 fi
-if [ -n "$user_url" ]; then
-  app_url="$user_url"
-else
-  app_url=$(_sypg_with_db "$SWITCHYARD_PG_ADMIN_URL" switchyard)
-fi
-psql_bin=$(_sypg_client psql)
-case "$app_url" in
-  postgres://* | postgresql://*)
-    db=$(printf '%s' "$app_url" | sed -E 's#^[a-z]+://[^/?]*/?([^?]*).*$#\1#')
-    ;;
-  *) db="" ;; # a key=value string: the database must exist already
-esac
-if [ -n "$db" ]; then
-  exists=$(printf '%s\n' "select 1 from pg_database where datname = :'db';" |
-    "$psql_bin" -w -X -A -t -q -v ON_ERROR_STOP=1 -v db="$db" -d "$SWITCHYARD_PG_ADMIN_URL" -f -) || {
-    say "cannot query the databases of the server at $(_sypg_redact "$SWITCHYARD_PG_ADMIN_URL")"
-    exit 1
-  }
-  if [ "$exists" != 1 ]; then
-    say "creating database $db"
-    printf '%s\n' 'create database :"db";' |
-      "$psql_bin" -w -X -q -v ON_ERROR_STOP=1 -v db="$db" -d "$SWITCHYARD_PG_ADMIN_URL" -f - || {
-      say "could not create database $db; create it, or set DATABASE_URL to an existing database"
-      exit 1
-    }
-  fi
-fi
-export DATABASE_URL="$app_url"
 
 # Build.
 say "building bin/switchyard"
@@ -89,7 +63,7 @@ if bootstrap=$(bin/switchyard admin bootstrap --if-empty --email admin@localhost
  FIRST START: an admin user and a workspace were created. This is shown ONCE;
  keep the API key's secret now, it cannot be recovered.
 
- Sign-in:  admin@localhost / $password
+ Sign-in:  admin@localhost / $password   (staff: may review apps at /review)
 
 $bootstrap
 ================================================================================

@@ -10,14 +10,17 @@
 # Steps: find or start PostgreSQL (scripts/postgres.sh; DATABASE_URL is exported pointing at the
 # server's admin database `postgres`, from which each test creates its own database), install
 # Debian's chromium when the suite drives a browser and none is installed, check gofmt, run
-# go vet, run go test -count=1 -timeout 14m, and print a summary. Every step runs even when an
+# go vet, run golangci-lint (scripts/lint.sh, .golangci.yml), run go test -count=1 -timeout 14m
+# with the race detector (see "Race detector" below), and print a summary. Every step runs even when an
 # earlier one fails; the exit status is non-zero if any failed. Needs no standard input; works
 # as root. Arguments starting with ./ ../ or the module path choose packages (default ./...);
 # all others go to go test.
 #
 # Environment: SWITCHYARD_PG_KEEP=1 keeps a private PostgreSQL cluster this script started
 # running afterwards (it is stopped by default; `bash scripts/postgres.sh stop` stops it later).
-# SWITCHYARD_TEST_BROWSER=0 never installs a browser, =1 always does. See scripts/postgres.sh for
+# SWITCHYARD_TEST_BROWSER=0 never installs a browser, =1 always does. SWITCHYARD_TEST_RACE=all
+# runs every package under the race detector, =0 none (default: all but the packages in
+# no_race_pkgs below). SWITCHYARD_TEST_LINT=0 skips golangci-lint. See scripts/postgres.sh for
 # the SWITCHYARD_PG_* variables that choose the server.
 set -euo pipefail
 
@@ -133,11 +136,61 @@ go vet "${pkgs[@]}"
 record "go vet" $?
 set -e
 
+# golangci-lint (scripts/lint.sh builds the pinned version once into a cache directory).
+if [ "${SWITCHYARD_TEST_LINT:-1}" != 0 ]; then
+  say "golangci-lint ${pkgs[*]}"
+  set +e
+  bash scripts/lint.sh "${pkgs[@]}"
+  record "golangci-lint" $?
+  set -e
+fi
+
+# Race detector: every package runs under -race except no_race_pkgs, the black-box tests that
+# build the real binary and drive it over HTTP. Their goroutines live in the serve processes
+# they start, which -race on the test does not instrument, while instrumenting the test binary
+# would double the suite's longest package; the code those processes run is raced in its own
+# packages (http, identity, reactors, projections, commands). The two sets run side by side.
+no_race_pkgs=("$module/cmd/switchyard")
+race_mode="${SWITCHYARD_TEST_RACE:-auto}"
+for f in "${flags[@]}"; do case "$f" in -race | -race=true) race_mode=all ;; esac; done
+mapfile -t all_pkgs < <(go list "${pkgs[@]}")
+race_list=()
+plain_list=()
+for p in "${all_pkgs[@]}"; do
+  skip=0
+  case "$race_mode" in
+    0 | false | no | off) skip=1 ;;
+    all | 1 | true | yes) skip=0 ;;
+    *) for n in "${no_race_pkgs[@]}"; do [ "$p" = "$n" ] && skip=1; done ;;
+  esac
+  if [ "$skip" = 1 ]; then plain_list+=("$p"); else race_list+=("$p"); fi
+done
+race_flags=()
+for f in "${flags[@]}"; do case "$f" in -race | -race=true) ;; *) race_flags+=("$f") ;; esac; done
+
 log=artifacts/go-test.log
-say "go test ${pkgs[*]} -count=1 -timeout 14m ${flags[*]:-} (output also in $log)"
+say "go test -count=1 -timeout 14m ${flags[*]:-}: ${#race_list[@]} packages with -race, ${#plain_list[@]} without (output also in $log)"
 set +e
-go test "${pkgs[@]}" -count=1 -timeout 14m "${flags[@]}" 2>&1 | tee "$log"
-test_status=${PIPESTATUS[0]}
+race_status=0
+plain_status=0
+: >"$log.race"
+: >"$log.plain"
+if [ ${#plain_list[@]} -gt 0 ]; then
+  go test "${plain_list[@]}" -count=1 -timeout 14m "${race_flags[@]}" >"$log.plain" 2>&1 &
+  plain_pid=$!
+fi
+if [ ${#race_list[@]} -gt 0 ]; then
+  go test -race "${race_list[@]}" -count=1 -timeout 14m "${race_flags[@]}" 2>&1 | tee "$log.race"
+  race_status=${PIPESTATUS[0]}
+fi
+if [ ${#plain_list[@]} -gt 0 ]; then
+  wait "$plain_pid"
+  plain_status=$?
+  cat "$log.plain"
+fi
+cat "$log.race" "$log.plain" >"$log"
+rm -f "$log.race" "$log.plain"
+test_status=$((race_status != 0 || plain_status != 0))
 set -e
 record "go test" "$test_status"
 

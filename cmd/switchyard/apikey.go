@@ -118,17 +118,21 @@ type bootstrapResult struct {
 	APIKey      string `json:"apiKey"`
 	APISecret   string `json:"apiSecret"`
 	APIKeyID    string `json:"apiKeyId"`
+	// Staff is whether the user is staff (reviews OAuth apps at /review): true for a user this
+	// bootstrap registered with --staff; a reused user keeps what it had.
+	Staff bool `json:"staff"`
 }
 
 func newBootstrapCmd() *cobra.Command {
 	var email, pw, name, credits, planUsage string
-	var ifEmpty, asJSON bool
+	var ifEmpty, asJSON, staff bool
 	cmd := &cobra.Command{
-		Use:   "bootstrap --email E --password P --workspace NAME [--credits N] [--plan-usage N] [--if-empty]",
+		Use:   "bootstrap --email E --password P --workspace NAME [--credits N] [--plan-usage N] [--staff=false] [--if-empty]",
 		Short: "Set up a user, their workspace, credits and an API key in one step",
 		Long: "Registers the user (or reuses an existing one whose password matches), creates a workspace\n" +
 			"owned by them, adds paid credits and plan-included credits when given, mints an API key and\n" +
-			"prints {userId, workspaceId, apiKey, apiSecret, apiKeyId}. With --if-empty it does nothing\n" +
+			"prints {userId, workspaceId, apiKey, apiSecret, apiKeyId, staff}. A user it registers is staff\n" +
+			"(may review OAuth apps at /review) unless --staff=false. With --if-empty it does nothing\n" +
 			"and prints {\"skipped\": true} when any workspace exists already (scripts/run.sh runs it so\n" +
 			"on every start).",
 		Args: cobra.NoArgs,
@@ -149,8 +153,9 @@ func newBootstrapCmd() *cobra.Command {
 			if err := workspace.ValidateName(name); err != nil {
 				return fmt.Errorf("--workspace: %w", err)
 			}
-			// The schema is created if missing, so this one command suffices on a new database.
-			a, err := openApp(cmd.Context(), true)
+			// The schema is created if missing, so this one command suffices on a new database. It
+			// seals nothing, so it leaves the secret key (and its warning) to serve.
+			a, err := openAppFor(cmd.Context(), appOptions{migrate: true, noSealer: true})
 			if err != nil {
 				return err
 			}
@@ -165,13 +170,16 @@ func newBootstrapCmd() *cobra.Command {
 						"a workspace exists already: nothing to do")
 				}
 			}
-			res, err := bootstrap(cmd.Context(), a.cmds, email, pw, name, paid, included)
+			res, err := bootstrap(cmd.Context(), a.cmds, commands.RegisterUser{Email: email, Password: pw, Staff: staff}, name, paid, included)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), secretWarning)
-			return printResult(cmd.OutOrStdout(), asJSON, res,
-				fmt.Sprintf("user %s (%s)", res.UserID, email),
+			who := fmt.Sprintf("user %s (%s)", res.UserID, email)
+			if res.Staff {
+				who += ", staff"
+			}
+			return printResult(cmd.OutOrStdout(), asJSON, res, who,
 				fmt.Sprintf("workspace %s (%s), owner %s", res.WorkspaceID, name, email),
 				fmt.Sprintf("API key %s", res.APIKeyID),
 				"apiKey:    "+res.APIKey,
@@ -183,6 +191,7 @@ func newBootstrapCmd() *cobra.Command {
 	cmd.Flags().StringVar(&name, "workspace", "", "name of the workspace to create (required)")
 	cmd.Flags().StringVar(&credits, "credits", "", "paid credits to add, up to three decimals")
 	cmd.Flags().StringVar(&planUsage, "plan-usage", "", "plan-included credits for a first plan period")
+	cmd.Flags().BoolVar(&staff, "staff", true, "make a user it registers staff (reviews OAuth apps at /review)")
 	cmd.Flags().BoolVar(&ifEmpty, "if-empty", false, `do nothing (and print {"skipped": true}) when any workspace exists`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("email")
@@ -193,9 +202,11 @@ func newBootstrapCmd() *cobra.Command {
 
 // bootstrap runs the set-up steps in order. A user who exists already is reused only when the
 // password matches, so bootstrap can never hand out a workspace in someone else's account.
-func bootstrap(ctx context.Context, h *commands.Handler, email, pw, name string, paid, included billing.Credits) (bootstrapResult, error) {
+func bootstrap(ctx context.Context, h *commands.Handler, reg commands.RegisterUser, name string, paid, included billing.Credits) (bootstrapResult, error) {
 	var res bootstrapResult
-	userID, err := h.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: pw})
+	email, pw := reg.Email, reg.Password
+	userID, err := h.RegisterUser(ctx, reg)
+	res.Staff = reg.Staff
 	if errors.Is(err, domain.ErrAlreadyExists) {
 		u, uerr := h.UserByEmail(ctx, email)
 		if uerr != nil {
@@ -210,7 +221,7 @@ func bootstrap(ctx context.Context, h *commands.Handler, email, pw, name string,
 				"create the workspace with 'switchyard admin workspace create --owner %s' and a key with "+
 				"'switchyard admin apikey create': %w", email, email, domain.ErrAlreadyExists)
 		}
-		userID, err = u.ID, nil
+		userID, err, res.Staff = u.ID, nil, u.Staff
 	}
 	if err != nil {
 		return res, fmt.Errorf("register %s: %w", email, err)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/internal/apikeys"
 )
@@ -17,17 +20,23 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 	// On an empty database bootstrap creates everything (migrating first) and prints the key.
 	res := c.ok("admin", "bootstrap", "--if-empty", "--email", "boot@example.com", "--password", "password-123",
 		"--workspace", "default", "--credits", "1000", "--plan-usage", "50", "--json")
-	var boot map[string]string
-	if err := json.Unmarshal([]byte(res.stdout), &boot); err != nil {
+	var printed map[string]any
+	if err := json.Unmarshal([]byte(res.stdout), &printed); err != nil {
 		t.Fatalf("bootstrap output: %v\n%s", err, res)
 	}
+	boot := map[string]string{}
 	for _, f := range []string{"userId", "workspaceId", "apiKey", "apiSecret", "apiKeyId"} {
-		if boot[f] == "" {
+		if boot[f], _ = printed[f].(string); boot[f] == "" {
 			t.Fatalf("bootstrap printed no %s: %s", f, res.stdout)
 		}
 	}
-	if len(boot) != 5 {
-		t.Fatalf("bootstrap printed extra fields: %s", res.stdout)
+	if len(printed) != 6 || printed["staff"] != true {
+		t.Fatalf("bootstrap printed extra fields, or no \"staff\": true: %s", res.stdout)
+	}
+	// The bootstrap user is staff (reviews apps at /review): the log records it so.
+	var staff bool
+	if err := pgxQueryRow(t, c.databaseURL(), `SELECT bool_and((data->>'staff')::boolean) FROM events WHERE type = 'UserRegistered'`, &staff); err != nil || !staff {
+		t.Fatalf("the bootstrap user is not registered as staff: %v", err)
 	}
 	if id, err := apikeys.ParseID(boot["apiKey"]); err != nil || id != boot["apiKeyId"] {
 		t.Fatalf("apiKey %q does not embed apiKeyId %s", boot["apiKey"], boot["apiKeyId"])
@@ -55,7 +64,7 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 		!strings.Contains(res.stderr, "exists already") {
 		t.Fatalf("bootstrap over an existing user with another password: %s", res)
 	}
-	var second map[string]string
+	var second map[string]any
 	c.okJSON(&second, "admin", "bootstrap", "--email", "BOOT@example.com", "--password", "password-123", "--workspace", "second", "--json")
 	if second["userId"] != boot["userId"] || second["workspaceId"] == boot["workspaceId"] {
 		t.Fatalf("second bootstrap of the same user: %v", second)
@@ -108,4 +117,17 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 			t.Errorf("%s: %s", name, res)
 		}
 	}
+}
+
+// pgxQueryRow runs one query on the test's database and scans its one row into dest.
+func pgxQueryRow(t *testing.T, dbURL, query string, dest ...any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, query).Scan(dest...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,26 +37,47 @@ type app struct {
 	sealer   *seal.Sealer
 	// noExecutor serves without running executions (bench measures the submit path alone).
 	noExecutor bool
+	// serving: this process is `serve`, which reports a generated secret key at every start;
+	// other commands mention it only when they generate it.
+	serving bool
+	// noSealer: the command needs no secret key, so none is read or generated.
+	noSealer bool
+}
+
+// appOptions say what a command needs of the app.
+type appOptions struct {
+	migrate  bool // create or update the schema first
+	serving  bool // see app.serving
+	noSealer bool // see app.noSealer
 }
 
 // openApp loads configuration from the environment and connects everything; migrate creates
 // or updates the schema first.
 func openApp(ctx context.Context, migrate bool) (*app, error) {
-	cfg, err := config.Load(os.Getenv)
+	return openAppFor(ctx, appOptions{migrate: migrate})
+}
+
+// openServingApp is openApp for `serve`.
+func openServingApp(ctx context.Context) (*app, error) {
+	return openAppFor(ctx, appOptions{migrate: true, serving: true})
+}
+
+func openAppFor(ctx context.Context, opts appOptions) (*app, error) {
+	cfg, err := config.FromEnvironment()
 	if err != nil {
 		return nil, err
 	}
-	return openAppWith(ctx, cfg, cfg.NewLogger(os.Stderr), migrate)
+	return openAppWithOptions(ctx, cfg, cfg.NewLogger(os.Stderr), opts)
 }
 
-func openAppWith(ctx context.Context, cfg config.Config, log *logrus.Logger, migrate bool) (*app, error) {
+func openAppWithOptions(ctx context.Context, cfg config.Config, log *logrus.Logger, opts appOptions) (*app, error) {
 	pool, err := newPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
+	a := &app{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry(), serving: opts.serving, noSealer: opts.noSealer}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := a.open(ctx, migrate); err != nil {
+	if err := a.open(ctx, opts.migrate); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -84,7 +106,7 @@ func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 func (a *app) open(ctx context.Context, migrate bool) error {
 	if err := a.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("connect to PostgreSQL (DATABASE_URL): %w", err)
+		return connectError(a.cfg, err)
 	}
 	if migrate {
 		if err := a.migrate(ctx); err != nil {
@@ -96,14 +118,43 @@ func (a *app) open(ctx context.Context, migrate bool) error {
 		return err
 	}
 	a.store = store
-	a.modules = modules.Builtins(modules.BuiltinOptions{AllowPrivateNetworks: a.cfg.WebhookAllowPrivate})
-	a.cmds = commands.New(store, commands.WithModules(a.modules))
-	a.queries = projections.NewQueries(a.pool)
-	if a.sealer, err = a.cfg.Sealer(a.log); err != nil {
-		return fmt.Errorf("secret key: %w", err)
+	a.modules = modules.Builtins(modules.BuiltinsConfig{AllowPrivateNetworks: a.cfg.WebhookAllowPrivate})
+	if !a.noSealer {
+		if a.sealer, err = a.cfg.Sealer(a.keyLogger()); err != nil {
+			return fmt.Errorf("secret key: %w", err)
+		}
 	}
-	a.engine, err = projections.NewEngine(a.pool, store, projections.All(), projections.Options{Logger: a.log, Registerer: a.registry})
+	a.cmds = commands.New(store, commands.WithModules(a.modules), commands.WithSealer(a.sealer))
+	a.queries = projections.NewQueries(a.pool)
+	a.engine, err = projections.NewEngine(a.pool, store, projections.All(), projections.EngineConfig{Logger: a.log, Registerer: a.registry})
 	return err
+}
+
+// connectError explains a failed connection, naming where the database URL came from.
+func connectError(cfg config.Config, err error) error {
+	if cfg.DatabaseURLFile != "" {
+		return fmt.Errorf("connect to PostgreSQL at %s, this checkout's database (DATABASE_URL is unset; recorded in %s): "+
+			"is its server running? (bash scripts/postgres.sh start starts a private cluster): %w",
+			config.RedactDSN(cfg.DatabaseURL), cfg.DatabaseURLFile, err)
+	}
+	return fmt.Errorf("connect to PostgreSQL (DATABASE_URL): %w", err)
+}
+
+// keyLogger is the logger the secret key is loaded with. Generating a key always warns (once:
+// the file exists afterwards); reusing the generated key warns at every start of serve, which is
+// where an operator looks, and not on every CLI command.
+func (a *app) keyLogger() logrus.FieldLogger {
+	if a.serving || a.cfg.SecretKey != "" {
+		return a.log
+	}
+	if _, err := os.Stat(filepath.Join(a.cfg.DataDir, seal.KeyFileName)); err != nil {
+		return a.log // absent (or unreadable): loading generates it, or fails, and says so
+	}
+	quiet := logrus.New()
+	quiet.SetOutput(a.log.Out)
+	quiet.SetFormatter(a.log.Formatter)
+	quiet.SetLevel(min(a.log.GetLevel(), logrus.ErrorLevel))
+	return quiet
 }
 
 func (a *app) migrate(ctx context.Context) error {
@@ -124,13 +175,13 @@ func (a *app) migrate(ctx context.Context) error {
 func (a *app) openStore(ctx context.Context) (eventstore.Store, error) {
 	switch a.cfg.EventStore {
 	case config.EventStoreKurrentDB:
-		s, err := kurrent.New(ctx, a.cfg.KurrentDBURL, kurrent.Options{})
+		s, err := kurrent.New(ctx, a.cfg.KurrentDBURL, kurrent.Config{})
 		if err != nil {
 			return nil, fmt.Errorf("connect to KurrentDB (KURRENTDB_URL): %w", err)
 		}
 		return s, nil
 	default:
-		s, err := postgres.New(ctx, a.pool, postgres.Options{Logger: a.log})
+		s, err := postgres.New(ctx, a.pool, postgres.Config{Logger: a.log, Registerer: a.registry})
 		if err != nil {
 			return nil, fmt.Errorf("open event store: %w", err)
 		}

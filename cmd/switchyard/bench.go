@@ -29,26 +29,35 @@ type benchOptions struct {
 	profile  string
 	// submitOnly runs the service without its executor, to measure the submit path alone.
 	submitOnly bool
+	// instances is how many service instances share the database (each with its own pool,
+	// event store, executor and projections); clients are spread over them.
+	instances int
+	idle      int
 }
 
 func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [submit|wait|e2e]...",
+		Use:   "bench [submit|wait|idle|e2e]...",
 		Short: "Measure the SDK API on this machine: submit throughput, waitForMs latency, end-to-end executions/s",
 		Long: "bench starts the service in this process on a loopback port against DATABASE_URL (it migrates\n" +
 			"the schema and creates a throw-away workspace with credits and an API key), then drives it\n" +
 			"with the Go client over real HTTP with signed requests:\n\n" +
 			"  submit  --clients concurrent signed submits of core.echo without waiting, for --duration\n" +
 			"  wait    submits with waitForMs at --rate requests/s for --duration; latency percentiles\n" +
+			"  idle    --idle submits with waitForMs one at a time (one caller, idle server); latency percentiles\n" +
 			"  e2e     --total submits, then waits until every one is COMPLETED and charged\n\n" +
+			"Each phase starts once the executions of the one before have ended. With --instances 2,\n" +
+			"two service instances (each with its own pool, event store, executor and projections)\n" +
+			"share the database and the clients are spread over both; the run ends with the claims\n" +
+			"the instances lost to each other (switchyard_executor_claims_lost_total).\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
-		ValidArgs: []string{"submit", "wait", "e2e"},
+		ValidArgs: []string{"submit", "wait", "idle", "e2e"},
 		Args:      cobra.OnlyValidArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				args = []string{"submit", "wait", "e2e"}
+				args = []string{"submit", "wait", "idle", "e2e"}
 			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o, args)
 		},
@@ -57,39 +66,48 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "how long submit and wait run")
 	cmd.Flags().IntVar(&o.rate, "rate", 200, "requests per second for wait")
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
+	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle")
+	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	return cmd
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []string) error {
-	a, err := openApp(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	a.cfg.Listen = "127.0.0.1:0"
-	a.noExecutor = o.submitOnly
-	a.cfg.RateLimit, a.cfg.RateBurst = 1e9, 1_000_000_000
-	a.cfg.CacheWindow = 0 // every call runs and bills: the cache would measure itself
-	key, err := benchKey(ctx, a)
-	if err != nil {
-		return err
+	if o.instances < 1 || o.instances > 4 {
+		return fmt.Errorf("--instances must be from 1 to 4")
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
-	go func() { served <- a.serve(sctx, ready) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		return err
-	}
-	c, err := client.New("http://"+addr, key.APIKey, key.APISecret, client.WithRetries(0))
-	if err != nil {
-		return err
+	var apps []*app
+	var clients []*client.Client
+	var served []chan error
+	var key commands.APIKeyMinted
+	var workspace string
+	for i := range o.instances {
+		a, err := openApp(ctx, i == 0)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		a.cfg.Listen = "127.0.0.1:0"
+		a.noExecutor = o.submitOnly
+		a.cfg.RateLimit, a.cfg.RateBurst = 1e9, 1_000_000_000
+		a.cfg.CacheWindow = 0 // every call runs and bills: the cache would measure itself
+		if i == 0 {
+			if key, workspace, err = benchKey(ctx, a); err != nil {
+				return err
+			}
+		}
+		addr, done, err := benchServe(sctx, a)
+		if err != nil {
+			return err
+		}
+		c, err := client.New("http://"+addr, key.APIKey, key.APISecret, client.WithRetries(0))
+		if err != nil {
+			return err
+		}
+		apps, clients, served = append(apps, a), append(clients, c), append(served, done)
 	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
@@ -103,42 +121,118 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		defer pprof.StopCPUProfile()
 	}
 	for _, phase := range phases {
-		if err := benchPhase(ctx, out, o, c, phase); err != nil {
+		counts := func(ctx context.Context) (map[string]int, error) {
+			return apps[0].queries.ExecutionCounts(ctx, workspace)
+		}
+		if err := benchPhase(ctx, out, o, clients, counts, phase); err != nil {
 			return fmt.Errorf("bench %s: %w", phase, err)
 		}
+		if !o.submitOnly {
+			if err := benchDrain(ctx, apps[0], workspace); err != nil {
+				return err
+			}
+		}
+	}
+	if o.instances > 1 && !o.submitOnly {
+		var claims, lost float64
+		for _, a := range apps {
+			claims += gatherCounter(a, "switchyard_executor_claims_total")
+			lost += gatherCounter(a, "switchyard_executor_claims_lost_total")
+		}
+		fmt.Fprintf(out, "claims: %.0f lost of %.0f over %d instances (%.2f%%)\n", lost, claims, o.instances, 100*lost/max(claims, 1))
 	}
 	stop()
-	return <-served
+	for _, done := range served {
+		if err := <-done; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchServe starts a's service on a loopback port and returns its address and the channel
+// its end is reported on.
+func benchServe(ctx context.Context, a *app) (string, chan error, error) {
+	ready := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() { served <- a.serve(ctx, ready) }()
+	select {
+	case addr := <-ready:
+		return addr, served, nil
+	case err := <-served:
+		return "", nil, err
+	}
+}
+
+// benchDrain waits until the workspace has no unfinished execution, so that each phase
+// measures itself rather than the backlog of the one before.
+func benchDrain(ctx context.Context, a *app, workspaceID string) error {
+	for {
+		counts, err := a.queries.ExecutionCounts(ctx, workspaceID)
+		if err != nil {
+			return err
+		}
+		if counts["CREATED"]+counts["RUNNING"] == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// gatherCounter reads a counter of a's metrics (0 when absent).
+func gatherCounter(a *app, name string) float64 {
+	mfs, err := a.registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 // benchKey creates a throw-away owner, workspace with ample credits, and API key.
-func benchKey(ctx context.Context, a *app) (commands.APIKeyMinted, error) {
+func benchKey(ctx context.Context, a *app) (commands.APIKeyMinted, string, error) {
 	email := "bench-" + uuid.NewString()[:8] + "@bench.invalid"
 	if _, err := a.cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: uuid.NewString()}); err != nil {
-		return commands.APIKeyMinted{}, err
+		return commands.APIKeyMinted{}, "", err
 	}
 	ws, err := a.cmds.CreateWorkspace(ctx, "bench "+email, email)
 	if err != nil {
-		return commands.APIKeyMinted{}, err
+		return commands.APIKeyMinted{}, "", err
 	}
 	if _, err := a.cmds.TopUp(ctx, ws, billing.FromWhole(100_000_000), ""); err != nil {
-		return commands.APIKeyMinted{}, err
+		return commands.APIKeyMinted{}, "", err
 	}
-	return a.cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
+	key, err := a.cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
+	return key, ws, err
 }
 
-func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c *client.Client, phase string) error {
+// executionCounts counts the bench workspace's executions by status, from the read model.
+type executionCounts func(context.Context) (map[string]int, error)
+
+func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c []*client.Client, counts executionCounts, phase string) error {
 	switch phase {
 	case "submit":
 		n, errs, took := benchSubmit(ctx, c, o.clients, o.duration)
-		fmt.Fprintf(out, "submit: %d submits in %s with %d clients: %.0f submits/s (%d errors)\n",
+		fmt.Fprintf(out, "submit: %d submits in %s with %d clients: %.0f submits/s (%s)\n",
 			n, took.Round(time.Millisecond), o.clients, float64(n)/took.Seconds(), errs)
 	case "wait":
 		lat, errs := benchWait(ctx, c, o.rate, o.duration)
-		fmt.Fprintf(out, "wait: %d submits with waitForMs at %d/s: p50 %s, p90 %s, p99 %s, max %s (%d errors)\n",
+		fmt.Fprintf(out, "wait: %d submits with waitForMs at %d/s: p50 %s, p90 %s, p99 %s, max %s (%s)\n",
 			len(lat), o.rate, pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs)
+	case "idle":
+		lat, errs := benchIdle(ctx, c[0], o.idle)
+		fmt.Fprintf(out, "idle: %d submits with waitForMs one at a time: p50 %s, p90 %s, p99 %s, max %s (%s)\n",
+			len(lat), pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs)
 	case "e2e":
-		took, err := benchE2E(ctx, c, o.clients, o.total)
+		took, err := benchE2E(ctx, c, counts, o.clients, o.total)
 		if err != nil {
 			return err
 		}
@@ -150,18 +244,53 @@ func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c *client.Cl
 
 var echo = client.SubmitRequest{Module: "core.echo", Input: map[string]int{"n": 1}}
 
-func benchSubmit(ctx context.Context, c *client.Client, clients int, d time.Duration) (int64, int64, time.Duration) {
-	var n, errs atomic.Int64
+// errTally counts a phase's failed requests and keeps the first one's error, so a figure with
+// errors says what they were (a 429, a 503, a timeout) instead of only how many.
+type errTally struct {
+	n     atomic.Int64
+	first atomic.Value // string
+}
+
+func (t *errTally) add(err error) {
+	t.n.Add(1)
+	t.first.CompareAndSwap(nil, err.Error())
+}
+
+// String is "N errors", with the first error when there was one.
+func (t *errTally) String() string {
+	if first, ok := t.first.Load().(string); ok {
+		return fmt.Sprintf("%d errors; first: %s", t.n.Load(), first)
+	}
+	return fmt.Sprintf("%d errors", t.n.Load())
+}
+
+// notCompleted is the error of a waiting submit that answered before its execution ended.
+func notCompleted(e *client.Execution, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case e == nil:
+		return errors.New("no execution in the answer")
+	case e.Status != client.StatusCompleted:
+		return fmt.Errorf("execution %s answered %s", e.ID, e.Status)
+	}
+	return nil
+}
+
+func benchSubmit(ctx context.Context, cs []*client.Client, clients int, d time.Duration) (int64, *errTally, time.Duration) {
+	var n atomic.Int64
+	errs := &errTally{}
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	for range clients {
+	for i := range clients {
+		c := cs[i%len(cs)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				if _, err := c.Submit(ctx, echo); err != nil {
-					errs.Add(1)
+					errs.add(err)
 					continue
 				}
 				n.Add(1)
@@ -169,29 +298,32 @@ func benchSubmit(ctx context.Context, c *client.Client, clients int, d time.Dura
 		}()
 	}
 	wg.Wait()
-	return n.Load(), errs.Load(), time.Since(start)
+	return n.Load(), errs, time.Since(start)
 }
 
 // benchWait sends submits with waitForMs at a fixed rate (open loop: a slow answer does not
 // delay the next request) and returns the latency of each completed one.
-func benchWait(ctx context.Context, c *client.Client, rate int, d time.Duration) ([]time.Duration, int64) {
+func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Duration) ([]time.Duration, *errTally) {
 	var mu sync.Mutex
 	var lat []time.Duration
-	var errs atomic.Int64
+	errs := &errTally{}
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
 	defer tick.Stop()
 	req := echo
 	req.WaitForMs = 15000
+	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; <-tick.C {
+		c := cs[n%len(cs)]
+		n++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
 			e, err := c.Submit(ctx, req)
 			took := time.Since(start)
-			if err != nil || e.Status != client.StatusCompleted {
-				errs.Add(1)
+			if err := notCompleted(e, err); err != nil {
+				errs.add(err)
 				return
 			}
 			mu.Lock()
@@ -201,17 +333,43 @@ func benchWait(ctx context.Context, c *client.Client, rate int, d time.Duration)
 	}
 	wg.Wait()
 	slices.Sort(lat)
-	return lat, errs.Load()
+	return lat, errs
 }
 
-// benchE2E submits total executions and polls until each is COMPLETED.
-func benchE2E(ctx context.Context, c *client.Client, clients, total int) (time.Duration, error) {
+// benchIdle sends n submits with waitForMs one after the other and returns their latencies.
+func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *errTally) {
+	req := echo
+	req.WaitForMs = 15000
+	var lat []time.Duration
+	errs := &errTally{}
+	for range n {
+		start := time.Now()
+		e, err := c.Submit(ctx, req)
+		if err := notCompleted(e, err); err != nil {
+			errs.add(err)
+			continue
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	return lat, errs
+}
+
+// benchE2E submits total executions and waits until the read model shows each COMPLETED
+// (charged before it completes); the last one is then read back over the API. Polling each
+// execution over HTTP one by one would measure the poller rather than the engine.
+func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int) (time.Duration, error) {
+	before, err := counts(ctx)
+	if err != nil {
+		return 0, err
+	}
 	start := time.Now()
-	ids := make(chan string, total)
 	var failed atomic.Int64
+	var last atomic.Value
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	for range clients {
+	for i := range clients {
+		c := cs[i%len(cs)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -221,35 +379,40 @@ func benchE2E(ctx context.Context, c *client.Client, clients, total int) (time.D
 					failed.Add(1)
 					continue
 				}
-				ids <- e.ID
+				last.Store(e.ID)
 			}
 		}()
 	}
 	wg.Wait()
-	close(ids)
 	if failed.Load() > 0 {
 		return 0, fmt.Errorf("%d submits failed", failed.Load())
 	}
-	for id := range ids {
-		for {
-			e, err := c.GetExecution(ctx, id)
-			if err != nil {
-				return 0, err
-			}
-			if e.Status == client.StatusFailed {
-				return 0, errors.New("execution " + id + " failed: " + string(e.Error))
-			}
-			if e.Status == client.StatusCompleted {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
+	for {
+		now, err := counts(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if n := now["FAILED"] - before["FAILED"]; n > 0 {
+			return 0, fmt.Errorf("%d executions failed", n)
+		}
+		if now["COMPLETED"]-before["COMPLETED"] >= total {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return time.Since(start), nil
+	took := time.Since(start)
+	e, err := cs[0].GetExecution(ctx, last.Load().(string))
+	if err != nil {
+		return 0, err
+	}
+	if e.Status != client.StatusCompleted {
+		return 0, errors.New("execution " + e.ID + " is " + string(e.Status) + " after the read model counted it COMPLETED")
+	}
+	return took, nil
 }
 
 // pct is the p-th percentile of sorted latencies.

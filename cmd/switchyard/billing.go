@@ -32,7 +32,7 @@ func newBillingAuditCmd() *cobra.Command {
 					return err
 				}
 				rep, err := projections.AuditBilling(cmd.Context(), a.store, a.queries, ws, func(last eventstore.Position) {
-					a.waitForProjector(cmd.Context(), projections.Billing{}.Name(), last, wait)
+					a.waitForProjector(cmd.Context(), cmd.ErrOrStderr(), projections.Billing{}.Name(), last, wait)
 				})
 				if err != nil {
 					return err
@@ -53,14 +53,28 @@ func newBillingAuditCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().DurationVar(&wait, "wait", 5*time.Second, "how long to wait for the billing projector to reach the end of the stream")
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Second, "how long to wait for a running billing projector to apply the stream's latest events (0: compare at once)")
 	return cmd
 }
 
-// waitForProjector gives a running projector a moment to reach pos, so a fresh change is
+// waitForProjector gives a running projector up to wait to reach pos, so a fresh change is
 // audited in full; if it does not, the audit compares at the revision the read model reached.
-func (a *app) waitForProjector(ctx context.Context, name string, pos eventstore.Position, wait time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+// It waits only when the read model is behind and a process runs the projector, and says so on
+// w; with no serve process running nothing would catch up, so it does not wait at all.
+func (a *app) waitForProjector(ctx context.Context, w io.Writer, name string, pos eventstore.Position, wait time.Duration) {
+	quick, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	reached := a.engine.WaitFor(quick, name, pos) == nil
+	cancel()
+	if reached || wait <= 0 {
+		return
+	}
+	active, err := a.engine.Active(ctx, name)
+	if err != nil || !active {
+		fmt.Fprintf(w, "note: the %s read model is behind the log and no serve process runs its projector; comparing at the revision it reached\n", name)
+		return
+	}
+	fmt.Fprintf(w, "waiting up to %s for the %s projector (running in a serve process) to apply the latest billing events...\n", wait, name)
+	ctx, cancel = context.WithTimeout(ctx, wait)
 	defer cancel()
 	_ = a.engine.WaitFor(ctx, name, pos)
 }

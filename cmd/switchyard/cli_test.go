@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/internal/syncbuf"
 	"github.com/switchyard/switchyard/internal/testdb"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -205,34 +207,16 @@ func (c *cli) okJSON(v any, args ...string) {
 // server is a running `switchyard serve`.
 type server struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error // the process's exit, once done is closed
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (c *cli) serve() *server {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, "serve")
 	cmd.Env = c.env
-	s := &server{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -325,10 +309,14 @@ func wantBalance(t *testing.T, what string, got balanceOut, ws string, credit, u
 func TestCLIEndToEnd(t *testing.T) {
 	c := newCLI(t)
 
-	if res := c.ok("migrate"); !strings.Contains(res.stdout, "schema is up to date") {
-		t.Fatalf("migrate: %s", res)
+	// A new database is reported as such, a second run as up to date; neither needs the secret
+	// key, so neither warns about it.
+	if res := c.ok("migrate"); !strings.Contains(res.stdout, "created the schema in a new database") || strings.Contains(res.stderr, "SWITCHYARD_SECRET_KEY") {
+		t.Fatalf("migrate on a new database: %s", res)
 	}
-	c.ok("migrate") // idempotent
+	if res := c.ok("migrate"); strings.TrimSpace(res.stdout) != "schema is up to date" {
+		t.Fatalf("migrate again: %s", res)
+	}
 
 	// The service runs the projectors, so the audits below compare real read models.
 	srv := c.serve()
@@ -444,6 +432,10 @@ func TestCLIEndToEnd(t *testing.T) {
 			t.Fatalf("rebuild --all: no progress or swap line for %s: %s", name, res)
 		}
 	}
+	// Progress says how far, of how many, and how long is left.
+	if !regexp.MustCompile(`billing: \d+ of \d+ events \(\d+%\), \d+ events/s, \S+ left`).MatchString(res.stdout) {
+		t.Fatalf("rebuild --all: no progress line with total, percentage and time left: %s", res)
+	}
 	if res := c.ok("billing", "audit", "--wait", "1m", id); !strings.Contains(res.stdout, "audit: clean") {
 		t.Fatalf("audit after rebuild: %s", res)
 	}
@@ -494,6 +486,9 @@ func TestCLIErrors(t *testing.T) {
 	if res := c.ok("--help"); !strings.Contains(res.stdout, "serve") || !strings.Contains(res.stdout, "SWITCHYARD_LISTEN") {
 		t.Fatalf("--help lists neither the commands nor the environment: %s", res)
 	}
+	if res := c.ok("projections", "rebuild", "--help"); !strings.Contains(res.stdout, "Projectors: ") || !strings.Contains(res.stdout, "billing") {
+		t.Fatalf("rebuild --help does not list the projectors: %s", res)
+	}
 
 	cases := []struct {
 		name string
@@ -504,7 +499,8 @@ func TestCLIErrors(t *testing.T) {
 		{"amount too precise", []string{"admin", "plan", "renew", "--workspace", "ws-1", "--included", "1.0005"}, []string{"--included", "three decimals"}},
 		{"required flag", []string{"admin", "credits", "topup", "--amount", "5"}, []string{"workspace"}},
 		{"unknown command", []string{"frobnicate"}, []string{"frobnicate"}},
-		{"rebuild without a name", []string{"projections", "rebuild"}, []string{"--all"}},
+		{"rebuild without a name", []string{"projections", "rebuild"}, []string{"--all", "billing"}},
+		{"rebuild of an unknown projector", []string{"projections", "rebuild", "biling"}, []string{`unknown projector "biling"`, "billing"}},
 		{"bad listen address", []string{"env:SWITCHYARD_LISTEN=8080", "serve"}, []string{"SWITCHYARD_LISTEN", "8080"}},
 		{"bad event store", []string{"env:SWITCHYARD_EVENT_STORE=mysql", "migrate"}, []string{"SWITCHYARD_EVENT_STORE"}},
 		{"bad duration", []string{"env:SWITCHYARD_SHUTDOWN_TIMEOUT=30", "billing", "audit", "ws-1"}, []string{"SWITCHYARD_SHUTDOWN_TIMEOUT"}},

@@ -106,14 +106,20 @@ func TestGettingStartedCurl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	// The snippet runs where a user stands, in the checkout: it must leave nothing there (the key
+	// as PEM is a private key), only in the temporary directory.
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(),
+		"TMPDIR="+t.TempDir(),
 		"SWITCHYARD_URL="+svc.cli.url(""),
 		"SWITCHYARD_API_KEY="+svc.key.APIKey,
 		"SWITCHYARD_API_SECRET="+svc.key.APISecret)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the snippet failed: %v\n%s", err, out)
+	}
+	if left, _ := os.ReadDir(cmd.Dir); len(left) > 0 {
+		t.Fatalf("the snippet left %d files in the directory it ran in (%s, ...)", len(left), left[0].Name())
 	}
 	// Three answers: the submit and the GET (both COMPLETED records), then the stream's one event.
 	if n := strings.Count(string(out), `"status":"COMPLETED"`); n != 3 || !strings.Contains(string(out), "data: ") ||

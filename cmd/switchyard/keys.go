@@ -12,7 +12,8 @@ import (
 // identityProvider builds the OIDC provider of the service, its signing keys loaded (the first
 // key is created on the first start).
 func (a *app) identityProvider(ctx context.Context) (*identity.Provider, error) {
-	p, err := identity.New(identity.Options{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log})
+	p, err := identity.New(identity.Config{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log,
+		PasswordChecks: a.cfg.PasswordChecks})
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func newKeysCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
-				p, err := identity.New(identity.Options{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log})
+				p, err := identity.New(identity.Config{Issuer: a.cfg.BaseURL, Cmds: a.cmds, Queries: a.queries, Sealer: a.sealer, Logger: a.log})
 				if err != nil {
 					return err
 				}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -302,8 +303,14 @@ func TestSDKExecutionsBlackBox(t *testing.T) {
 		svc.cli.ok("admin", "apikey", "revoke", "--id", revoked.key.ID)
 		waitStatus(t, revoked, http.StatusUnauthorized, 10*time.Second, "revoked key")
 
-		expiring := svc.caller(t, svc.newKey(t, svc.key.WorkspaceID, "--expires-at", time.Now().Add(2*time.Second).UTC().Format(time.RFC3339)))
-		waitStatus(t, expiring, http.StatusUnauthorized, 15*time.Second, "expired key")
+		// The expiry is far enough ahead that a CLI slowed by a busy machine still creates the
+		// key before it, and the key is seen to work before it expires and fail after.
+		expiresAt := time.Now().Add(15 * time.Second).Truncate(time.Second)
+		expiring := svc.caller(t, svc.newKey(t, svc.key.WorkspaceID, "--expires-at", expiresAt.UTC().Format(time.RFC3339)))
+		if r := expiring.do(http.MethodGet, "/v1/sdk/modules", nil); time.Now().Before(expiresAt) && r.status != http.StatusOK {
+			t.Fatalf("a key before its expiry: %d %s", r.status, r.body)
+		}
+		waitStatus(t, expiring, http.StatusUnauthorized, 60*time.Second, "expired key")
 	})
 
 	t.Run("identical repeat is free inside the cache window", func(t *testing.T) {
@@ -343,17 +350,20 @@ func TestSDKExecutionsBlackBox(t *testing.T) {
 	})
 
 	t.Run("a burst is rate limited", func(t *testing.T) {
+		// Requests are sent in concurrent waves: one after another, on a busy machine, they
+		// can come slower than the 20/s refill and never exhaust the burst of 40.
 		burst := svc.caller(t, svc.newKey(t, svc.key.WorkspaceID))
 		var limited rawResponse
-		for i := 0; i < 60 && limited.status == 0; i++ {
-			r := burst.submit(fmt.Sprintf(`{"module":"core.echo","input":{"burst":%d},"config":{}}`, i))
-			for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
-				if r.header.Get(h) == "" {
-					t.Fatalf("response without %s: %v", h, r.header)
+		for wave := 0; wave < 10 && limited.status == 0; wave++ {
+			for _, r := range submitWave(burst, 60, wave) {
+				for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+					if r.header.Get(h) == "" {
+						t.Fatalf("response without %s: %v", h, r.header)
+					}
 				}
-			}
-			if r.status == http.StatusTooManyRequests {
-				limited = r
+				if r.status == http.StatusTooManyRequests {
+					limited = r
+				}
 			}
 		}
 		wantErrorBody(t, limited, http.StatusTooManyRequests, "")
@@ -384,6 +394,19 @@ func TestSDKExecutionsBlackBox(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "audit: clean") {
 		t.Fatalf("billing audit after the run: %s", res)
 	}
+}
+
+// submitWave sends n submits at once and returns their responses.
+func submitWave(c *rawCaller, n, wave int) []rawResponse {
+	out := make([]rawResponse, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			out[i] = c.submit(fmt.Sprintf(`{"module":"core.echo","input":{"wave":%d,"burst":%d},"config":{}}`, wave, i))
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // waitStatus repeats a signed request until it answers want or the deadline passes: revocation

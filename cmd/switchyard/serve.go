@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -28,7 +27,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the HTTP service, projections and reactors (migrates the schema first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), true)
+			a, err := openServingApp(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -46,49 +45,48 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(httpapi.Options{
-		Logger:       a.log,
-		Gatherer:     a.registry,
-		MaxBodyBytes: a.cfg.MaxBodyBytes,
-		Checks: []httpapi.Check{
-			{Name: "database", Check: a.pool.Ping},
-			{Name: "eventstore", Check: a.store.Ping},
-			{Name: "projections", Check: a.engine.Ready},
-		},
-	})
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err
 	}
-	sdk := &httpapi.SDKComponents{Cmds: a.cmds, Registry: a.modules, Hub: hub, Sealer: a.sealer, Auth: auth, CacheWindow: a.cfg.CacheWindow,
-		Heartbeat: a.cfg.SSEHeartbeat}
-	sdk.Mount(srv.V1)
-	(&httpapi.SDKWorkflows{Cmds: a.cmds, Queries: a.queries, Hub: hub, Auth: auth, Heartbeat: a.cfg.SSEHeartbeat}).Mount(srv.V1)
-	// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.
-	(&httpapi.MCP{Cmds: a.cmds, Queries: a.queries, Registry: a.modules, Hub: hub, RateLimit: auth.Limit,
-		CacheWindow: a.cfg.CacheWindow, Logger: a.log}).Mount(srv.V1)
-	// Identity: the OIDC provider at the root, the workspace endpoints (SPEC.md 4.9) under /v1.
 	idp, err := a.identityProvider(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped during start-up: a clean stop
+		}
+		return err
+	}
+	srv, err := httpapi.Routes(httpapi.RoutesConfig{
+		Server: httpapi.ServerConfig{
+			Logger:       a.log,
+			Gatherer:     a.registry,
+			MaxBodyBytes: a.cfg.MaxBodyBytes,
+			Checks: []httpapi.Check{
+				{Name: "database", Check: a.pool.Ping},
+				{Name: "eventstore", Check: a.store.Ping},
+				{Name: "projections", Check: a.engine.Ready},
+			},
+		},
+		Cmds: a.cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp,
+		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
+	})
 	if err != nil {
 		return err
 	}
-	idp.Mount(srv.Router, srv.V1)
-	(&httpapi.Workspaces{Cmds: a.cmds, Queries: a.queries, Auth: idp}).Mount(srv.V1)
-	// The dashboard's run page (session cookie; members of the run's workspace).
-	(&httpapi.DashboardRuns{Cmds: a.cmds, Hub: hub, Auth: idp, Heartbeat: a.cfg.SSEHeartbeat}).Mount(srv.Router)
-	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Options{
-		Concurrency: a.cfg.ExecutorConcurrency, DrainTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
-	sched := scheduler.New(a.cmds, a.queries, scheduler.Options{Logger: a.log,
+	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Config{
+		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout,
+		Registerer: a.registry, Logger: a.log})
+	sched := scheduler.New(a.cmds, a.queries, scheduler.Config{Logger: a.log,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})
-	hooks := webhooks.New(a.cmds, a.queries, a.sealer, webhooks.Options{
+	hooks := webhooks.New(a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	hs := newHTTPServer(srv.Handler(), a.cfg.ReadTimeout)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.engine.Run(gctx) })
 	if !a.noExecutor {
@@ -115,21 +113,4 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return hs.Shutdown(sctx)
 	})
 	return g.Wait()
-}
-
-func newMigrateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "migrate",
-		Short: "Create or update the event store and read-model schema (idempotent)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := openApp(cmd.Context(), true)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			fmt.Fprintln(cmd.OutOrStdout(), "schema is up to date")
-			return nil
-		},
-	}
 }

@@ -121,7 +121,7 @@ func TestWebhookSurvivesSIGKILLDuringBackoff(t *testing.T) {
 	if got := rp.json(t); got["id"] != id || callbackOf(got)["url"] != rc.srv.URL+"/hooks" {
 		t.Fatalf("replay answer %s", rp.body)
 	}
-	m = pollExecution(t, c, id, 30*time.Second, func(m map[string]any) bool {
+	pollExecution(t, c, id, 30*time.Second, func(m map[string]any) bool {
 		return callbackOf(m)["attemptCount"] == float64(3) && callbackOf(m)["lastError"] == nil && len(func() []string { i, _ := rc.seen(); return i }()) == 3
 	})
 	ids, bad = rc.seen()

@@ -30,6 +30,7 @@ type Submit struct {
 	CachedFrom  string
 	RunID       string
 	StageID     string
+	Runner      string
 }
 
 // DecideSubmit accepts a new execution.
@@ -48,7 +49,7 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	}
 	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
 		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
-		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, At: now.UTC()}}, nil
+		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Runner: c.Runner, At: now.UTC()}}, nil
 }
 
 // DecideStart claims the execution for worker until now+lease.

@@ -94,14 +94,27 @@ type WebhookReplayRequested struct {
 // EventType names the event in the log.
 func (WebhookReplayRequested) EventType() string { return "WebhookReplayRequested" }
 
+// WebhookReplayQueued records a replay-callback asked for while attempt Attempt was in flight:
+// that attempt started before the request, so whatever it comes to, a new round opens when its
+// outcome is recorded (unless another attempt is claimed first, e.g. after its lease ran out).
+type WebhookReplayQueued struct {
+	ExecutionID string    `json:"executionId"`
+	Attempt     int       `json:"attempt"`
+	At          time.Time `json:"at"`
+}
+
+// EventType names the event in the log.
+func (WebhookReplayQueued) EventType() string { return "WebhookReplayQueued" }
+
 func init() {
-	domain.Events.Register(WebhookAttemptStarted{}, WebhookDelivered{}, WebhookAttemptFailed{}, WebhookReplayRequested{})
+	domain.Events.Register(WebhookAttemptStarted{}, WebhookDelivered{}, WebhookAttemptFailed{}, WebhookReplayRequested{},
+		WebhookReplayQueued{})
 }
 
 // DeliveryEventTypes are the event types of webhook delivery, for subscription filters.
 func DeliveryEventTypes() []string {
 	return []string{WebhookAttemptStarted{}.EventType(), WebhookDelivered{}.EventType(),
-		WebhookAttemptFailed{}.EventType(), WebhookReplayRequested{}.EventType()}
+		WebhookAttemptFailed{}.EventType(), WebhookReplayRequested{}.EventType(), WebhookReplayQueued{}.EventType()}
 }
 
 // Delivery is the webhook delivery state of an execution.
@@ -122,6 +135,9 @@ type Delivery struct {
 	LeaseUntil time.Time
 	// RetryAt is when the next attempt of the open round is due (zero: at once).
 	RetryAt time.Time
+	// ReplayQueued is true when a replay was asked for while the attempt in flight had started:
+	// a new round opens with that attempt's outcome.
+	ReplayQueued bool
 }
 
 // evolveDelivery applies a delivery event. It leaves UpdatedAt alone: that is the time of the
@@ -131,13 +147,16 @@ func (s State) evolveDelivery(e domain.Event) (State, bool) {
 	switch ev := e.(type) {
 	case WebhookAttemptStarted:
 		d.AttemptCount, d.LastAttemptAt, d.Worker, d.LeaseUntil, d.RetryAt = ev.Attempt, ev.At, ev.Worker, ev.LeaseUntil, time.Time{}
+		d.ReplayQueued = false // this attempt starts after any replay request before it
+	case WebhookReplayQueued:
+		d.ReplayQueued = true
 	case WebhookDelivered:
 		d.DeliveredAt, d.LastError, d.Pending, d.Worker, d.LeaseUntil = ev.At, nil, false, "", time.Time{}
 	case WebhookAttemptFailed:
 		d.LastError, d.Worker, d.LeaseUntil = ev.Error, "", time.Time{}
 		d.Pending, d.RetryAt = !ev.Final, ev.RetryAt
 	case WebhookReplayRequested:
-		d.Pending, d.RoundStart, d.RetryAt = true, d.AttemptCount, time.Time{}
+		d.Pending, d.RoundStart, d.RetryAt, d.ReplayQueued = true, d.AttemptCount, time.Time{}, false
 	default:
 		return s, false
 	}
@@ -210,31 +229,44 @@ type WebhookOutcome struct {
 	RetryIn time.Duration
 }
 
-// DecideWebhookOutcome records the outcome of worker's attempt.
+// DecideWebhookOutcome records the outcome of worker's attempt. When a replay was queued while
+// it was in flight, a new round opens right after it.
 func DecideWebhookOutcome(s State, worker string, attempt int, o WebhookOutcome, now time.Time) ([]domain.Event, error) {
 	d := s.Delivery
 	if !d.Pending || d.Worker != worker || d.AttemptCount != attempt {
 		return nil, ErrDeliveryLost
 	}
+	ev := webhookOutcomeEvent(s, worker, attempt, o, now)
+	if d.ReplayQueued {
+		return []domain.Event{ev, WebhookReplayRequested{ExecutionID: s.ID, At: now.UTC()}}, nil
+	}
+	return []domain.Event{ev}, nil
+}
+
+func webhookOutcomeEvent(s State, worker string, attempt int, o WebhookOutcome, now time.Time) domain.Event {
 	if o.Delivered {
-		return []domain.Event{WebhookDelivered{ExecutionID: s.ID, Attempt: attempt, Worker: worker, StatusCode: o.StatusCode, At: now.UTC()}}, nil
+		return WebhookDelivered{ExecutionID: s.ID, Attempt: attempt, Worker: worker, StatusCode: o.StatusCode, At: now.UTC()}
 	}
 	failure := o.Error
 	if len(failure) == 0 {
 		failure = json.RawMessage(`{"message":"delivery failed"}`)
 	}
 	ev := WebhookAttemptFailed{ExecutionID: s.ID, Attempt: attempt, Worker: worker, Error: failure, At: now.UTC()}
-	if o.Stop || attempt-d.RoundStart >= s.Attempts {
+	if o.Stop || attempt-s.Delivery.RoundStart >= s.Attempts {
 		ev.Final = true
 	} else {
 		ev.RetryAt = now.Add(max(o.RetryIn, 0)).UTC()
 	}
-	return []domain.Event{ev}, nil
+	return ev
 }
 
-// DecideReplay opens a new delivery round for a finished execution with a callback URL. While a
-// round is still open it decides nothing: replay is idempotent.
+// DecideReplay makes sure a delivery attempt starts after now (replay-callback, SPEC.md 4.4).
+// With no attempt in flight it opens a new round, due at once, with a fresh count of attempts;
+// with one in flight, which started before the request, it queues the replay: the new round
+// opens with that attempt's outcome. It decides nothing when that is already so: a fresh round
+// that no attempt has been claimed in, or a replay already queued.
 func DecideReplay(s State, now time.Time) ([]domain.Event, error) {
+	d := s.Delivery
 	switch {
 	case !s.Exists:
 		return nil, fmt.Errorf("execution: %w", domain.ErrNotFound)
@@ -242,7 +274,11 @@ func DecideReplay(s State, now time.Time) ([]domain.Event, error) {
 		return nil, ErrNotFinished
 	case s.Callback.URL == "":
 		return nil, ErrNoCallback
-	case s.Delivery.Pending:
+	case d.ReplayQueued:
+		return nil, nil
+	case d.Worker != "":
+		return []domain.Event{WebhookReplayQueued{ExecutionID: s.ID, Attempt: d.AttemptCount, At: now.UTC()}}, nil
+	case d.Pending && d.RoundStart == d.AttemptCount && d.RetryAt.IsZero():
 		return nil, nil
 	}
 	return []domain.Event{WebhookReplayRequested{ExecutionID: s.ID, At: now.UTC()}}, nil

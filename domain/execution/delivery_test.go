@@ -141,3 +141,64 @@ func TestDecideReplayConflicts(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+// TestReplayAlwaysLeadsToAnAttemptAfterIt asks for a replay at every point of a round (before
+// the first claim, with an attempt in flight, waiting for a retry, after the last attempt) and,
+// whatever the receiver answers afterwards, requires a delivery attempt that starts after the
+// request (issue 14.5: a replay answered 200 while a round was open used to decide nothing).
+func TestReplayAlwaysLeadsToAnAttemptAfterIt(t *testing.T) {
+	const attempts = 2
+	// The round before the replay: claim 1, fail 1, claim 2, fail 2 (final) or deliver 2.
+	type action func(s execution.State, now time.Time) ([]domain.Event, error)
+	claim := func(s execution.State, now time.Time) ([]domain.Event, error) {
+		return execution.DecideWebhookStart(s, "w", time.Minute, now)
+	}
+	outcome := func(delivered bool) action {
+		return func(s execution.State, now time.Time) ([]domain.Event, error) {
+			o := failWith(500, time.Second)
+			if delivered {
+				o = execution.WebhookOutcome{Delivered: true, StatusCode: 200}
+			}
+			return execution.DecideWebhookOutcome(s, "w", s.Delivery.AttemptCount, o, now)
+		}
+	}
+	for _, lastDelivered := range []bool{false, true} {
+		round := []action{claim, outcome(false), claim, outcome(lastDelivered)}
+		for before := 0; before <= len(round); before++ {
+			for _, afterDelivers := range []bool{false, true} {
+				now := t0
+				s := fold(withCallback(attempts), started(1, "x", t0), completed(t0))
+				for _, a := range round[:before] {
+					now = now.Add(2 * time.Second)
+					s = step(t, s, func(s execution.State) ([]domain.Event, error) { return a(s, now) })
+				}
+				now = now.Add(time.Second)
+				asked := now
+				s = step(t, s, func(s execution.State) ([]domain.Event, error) { return execution.DecideReplay(s, asked) })
+				// Drive the round to its end; the receiver answers afterDelivers from now on.
+				startedAfter := false
+				for i := 0; i < 20 && (s.Delivery.Pending || s.Delivery.Worker != ""); i++ {
+					now = now.Add(2 * time.Second)
+					var a action = claim
+					if s.Delivery.Worker != "" {
+						a = outcome(afterDelivers)
+					}
+					events, err := a(s, now)
+					if err != nil {
+						t.Fatalf("lastDelivered=%v before=%d: %v", lastDelivered, before, err)
+					}
+					for _, e := range events {
+						if st, ok := e.(execution.WebhookAttemptStarted); ok && st.At.After(asked) {
+							startedAfter = true
+						}
+						s = s.Evolve(e)
+					}
+				}
+				if !startedAfter {
+					t.Errorf("replay asked after %d steps of a round (last delivered %v, then receiver delivers %v): no attempt started after it",
+						before, lastDelivered, afterDelivers)
+				}
+			}
+		}
+	}
+}

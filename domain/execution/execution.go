@@ -64,9 +64,13 @@ type Submitted struct {
 	// window); empty for a call that runs and bills normally.
 	CachedFrom string `json:"cachedFrom,omitempty"`
 	// RunID and StageID link a workflow run's stage to the execution that runs it.
-	RunID   string    `json:"runId,omitempty"`
-	StageID string    `json:"stageId,omitempty"`
-	At      time.Time `json:"at"`
+	RunID   string `json:"runId,omitempty"`
+	StageID string `json:"stageId,omitempty"`
+	// Runner is the worker of the instance that accepted the submit and runs it; other
+	// instances leave it alone unless it is still unclaimed after their sweep's grace. Empty:
+	// any instance may claim it at once.
+	Runner string    `json:"runner,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -145,6 +149,8 @@ type State struct {
 	CachedFrom  string
 	RunID       string
 	StageID     string
+	// Runner is the worker of the instance that accepted the submit (Submitted.Runner).
+	Runner string
 
 	Status Status
 	// Attempt is the attempt running or last run (0 before the first claim).
@@ -173,7 +179,7 @@ func (s State) Evolve(e domain.Event) State {
 	case Submitted:
 		s = State{Exists: true, ID: ev.ExecutionID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 			Module: ev.Module, Input: ev.Input, Config: ev.Config, Attempts: ev.Attempts, CostMilli: ev.CostMilli,
-			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Status: StatusCreated, CreatedAt: ev.At}
+			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
 	case Started:
 		s.Status, s.Attempt, s.Worker, s.LeaseUntil, s.RetryAt = StatusRunning, ev.Attempt, ev.Worker, ev.LeaseUntil, time.Time{}
 	case AttemptFailed:

@@ -80,7 +80,7 @@ func Step(s State, facts []Fact, now time.Time) ([]domain.Event, []Stage) {
 	var events []domain.Event
 	for _, f := range facts {
 		if e := c.record(f); e != nil {
-			c = c.Evolve(e)
+			c.Apply(e)
 			events = append(events, e)
 		}
 	}
@@ -90,7 +90,7 @@ func Step(s State, facts []Fact, now time.Time) ([]domain.Event, []Stage) {
 		if e == nil {
 			break
 		}
-		c = c.Evolve(e)
+		c.Apply(e)
 		events = append(events, e)
 		if d, ok := e.(StagesDispatched); ok {
 			for _, st := range d.Stages {

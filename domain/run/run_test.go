@@ -225,3 +225,28 @@ func TestStepLeavesItsInputStateAlone(t *testing.T) {
 		t.Fatalf("Step changed the state it was given: %d stages, %d pending", len(h.s.Stages), h.s.Pending)
 	}
 }
+
+// Evolve returns a new state and leaves the one it was given as it was, even though both share
+// stages and indexes until one of them changes.
+func TestEvolveLeavesItsReceiverAlone(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [1, 2, 3]}`)
+	dispatched := h.step()
+	if len(dispatched) == 0 {
+		t.Fatal("nothing dispatched")
+	}
+	before := h.s
+	stages, pending := len(before.Stages), before.Pending
+	st := dispatched[0]
+	after := before.Evolve(run.StageStarted{RunID: before.ID, StageID: st.ID, Attempt: 1, At: t0})
+	after = after.Evolve(run.StageCompleted{RunID: before.ID, StageID: st.ID, Output: json.RawMessage(`{}`), At: t0})
+	if got, _ := after.Stage(st.ID); got.Status != run.StageStatusCompleted {
+		t.Fatalf("evolved stage: %+v", got)
+	}
+	got, _ := before.Stage(st.ID)
+	if got.Status != st.Status || len(before.Stages) != stages || before.Pending != pending {
+		t.Fatalf("Evolve changed its receiver: stage %s, %d stages, %d pending", got.Status, len(before.Stages), before.Pending)
+	}
+	if events, _ := run.Step(before, []run.Fact{done(st, `{}`)}, t0); len(events) == 0 {
+		t.Fatal("the receiver no longer advances as before")
+	}
+}

@@ -43,8 +43,9 @@ type stageKey struct {
 	iteration int
 }
 
-// State is a run folded from its stream. Evolve changes it in place (a long FOR_EACH run has
-// thousands of stages, too many to copy per event): whoever shares a State makes a Clone.
+// State is a run folded from its stream. It is a value: Evolve leaves its receiver as it was.
+// A long FOR_EACH run has thousands of stages, too many to copy per event, so folds that own
+// their state (a Clone, or one built from the zero State) use Apply, which changes it in place.
 type State struct {
 	Exists      bool
 	ID          string
@@ -111,14 +112,26 @@ func (s *State) StageOfExecution(executionID string) (Stage, bool) {
 	return s.Stages[i], true
 }
 
-// Evolve applies one event to s in place and returns it.
+// Evolve returns s with one event applied; s itself is left as it was.
 func (s State) Evolve(e domain.Event) State {
-	if _, ok := e.(Triggered); !ok && !s.Exists {
+	if !s.Exists {
+		s.Apply(e) // nothing to share yet
 		return s
+	}
+	c := s.Clone()
+	c.Apply(e)
+	return c
+}
+
+// Apply applies one event to s in place. Only for a state no one else holds: its stages and
+// indexes are changed through the maps and slices a copy of s would share.
+func (s *State) Apply(e domain.Event) {
+	if _, ok := e.(Triggered); !ok && !s.Exists {
+		return
 	}
 	switch ev := e.(type) {
 	case Triggered:
-		s = s.start(ev)
+		*s = s.start(ev)
 	case StagesDispatched:
 		for _, d := range ev.Stages {
 			s.dispatch(d, ev.At)
@@ -139,10 +152,9 @@ func (s State) Evolve(e domain.Event) State {
 	case Finished:
 		s.finish(ev)
 	default:
-		return s
+		return
 	}
 	s.UpdatedAt = eventTime(e)
-	return s
 }
 
 func (s State) start(ev Triggered) State {

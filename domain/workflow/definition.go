@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,11 +46,11 @@ var ErrPosition = errors.New("position: must be an array of two numbers [x, y]")
 // UnmarshalJSON takes exactly two numbers: encoding/json would drop a third or zero a
 // missing one without a word.
 func (p *Position) UnmarshalJSON(b []byte) error {
-	var xs []float64
-	if err := json.Unmarshal(b, &xs); err != nil || len(xs) != 2 {
+	var xs []*float64 // a null element would read as 0 into a float64
+	if err := json.Unmarshal(b, &xs); err != nil || len(xs) != 2 || xs[0] == nil || xs[1] == nil {
 		return ErrPosition
 	}
-	*p = Position{xs[0], xs[1]}
+	*p = Position{*xs[0], *xs[1]}
 	return nil
 }
 
@@ -99,10 +100,12 @@ type ModuleCheck func(module string, config json.RawMessage) error
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// Normalize fills defaults (config {}, attempts 1, name from id) in place. newID supplies ids
-// for components that have none.
+// Normalize fills defaults (config {}, attempts 1, name from id). newID supplies ids for
+// components that have none. It changes d's own copy of the components: a Definition passed by
+// value shares its slices with the caller's.
 func (d *Definition) Normalize(newID func() string) {
 	d.Name = strings.TrimSpace(d.Name)
+	d.Components = slices.Clone(d.Components)
 	for i := range d.Components {
 		c := &d.Components[i]
 		if c.ID == "" {
@@ -145,6 +148,9 @@ func (d Definition) Validate(check ModuleCheck) error {
 			return err
 		}
 	}
+	if err := d.storableMappings(); err != nil {
+		return err
+	}
 	g, err := d.graph(index)
 	if err != nil {
 		return err
@@ -165,6 +171,22 @@ func (d Definition) validateHeader() error {
 	case len(d.Components) > MaxComponents:
 		return domain.Invalid("components", "must hold at most %d components", MaxComponents)
 	}
+	if err := domain.CheckStorableString("name", d.Name); err != nil {
+		return err
+	}
+	return domain.CheckStorableString("description", d.Description)
+}
+
+// storableMappings checks the edges' mapping text can be stored (ids are checked by pattern).
+func (d Definition) storableMappings() error {
+	for i, e := range d.Edges {
+		field := fmt.Sprintf("edges[%d].mapping", i)
+		for k, v := range e.Mapping {
+			if err := domain.CheckStorableString(field, k+v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -172,6 +194,12 @@ func validateComponent(field string, c Component, check ModuleCheck) error {
 	who := fmt.Sprintf("%s (component %q)", field, c.ID)
 	if len(c.Name) > MaxNameLength {
 		return domain.Invalid(who+".name", "must be at most %d characters", MaxNameLength)
+	}
+	if err := domain.CheckStorableString(who+".name", c.Name); err != nil {
+		return err
+	}
+	if err := domain.CheckStorableJSON(who+".config", c.Config); err != nil {
+		return err
 	}
 	if err := ValidPosition(c.Position); err != nil {
 		return domain.Invalid(who+".position", "%s", err)

@@ -196,6 +196,9 @@ func DecideUpdateComponent(s State, componentID string, p ComponentPatch, check 
 		if name == "" || len(name) > MaxNameLength {
 			return nil, domain.Invalid("name", "must be 1 to %d characters", MaxNameLength)
 		}
+		if err := domain.CheckStorableString("name", name); err != nil {
+			return nil, err
+		}
 		ev.Name = name
 	}
 	if p.Position != nil {
@@ -205,6 +208,9 @@ func DecideUpdateComponent(s State, componentID string, p ComponentPatch, check 
 		ev.Position = *p.Position
 	}
 	if p.Config != nil {
+		if err := domain.CheckStorableJSON("config", p.Config); err != nil {
+			return nil, err
+		}
 		merged, err := MergeConfig(c.Config, p.Config)
 		if err != nil {
 			return nil, domain.Invalid("config", "must be a JSON object")

@@ -141,3 +141,78 @@ func TestLookupAndBuildInput(t *testing.T) {
 		t.Fatalf("input %s", in)
 	}
 }
+
+// Normalize works on its own copy: a definition passed by value to two callers at once shares
+// its components, and must come out of the other's Normalize as it went in.
+func TestNormalizeLeavesASharedDefinitionAlone(t *testing.T) {
+	orig := workflow.Definition{Name: " n ", Components: []workflow.Component{{Module: workflow.ModuleTrigger}}}
+	cp := orig
+	cp.Normalize(func() string { return "generated" })
+	if cp.Components[0].ID != "generated" || cp.Components[0].Attempts != 1 {
+		t.Fatalf("normalized copy: %+v", cp.Components[0])
+	}
+	if c := orig.Components[0]; c.ID != "" || c.Attempts != 0 || c.Name != "" || c.Config != nil {
+		t.Fatalf("Normalize wrote through the shared components: %+v", c)
+	}
+}
+
+// A position is two numbers: null is not a number, though encoding/json would read it as 0.
+func TestPositionIsTwoNumbers(t *testing.T) {
+	for _, js := range []string{`[1, null]`, `[null, 2]`, `[null, null]`, `null`, `[1]`, `[1, 2, 3]`, `["1", 2]`, `{}`} {
+		var p workflow.Position
+		if err := json.Unmarshal([]byte(js), &p); !errors.Is(err, workflow.ErrPosition) {
+			t.Errorf("position %s: %v, want ErrPosition", js, err)
+		}
+	}
+	var p workflow.Position
+	if err := json.Unmarshal([]byte(`[1.5, -2]`), &p); err != nil || p != (workflow.Position{1.5, -2}) {
+		t.Fatalf("[1.5, -2]: %v %v", p, err)
+	}
+}
+
+// Text PostgreSQL's jsonb cannot store (NUL, a lone surrogate, invalid UTF-8) is a validation
+// error naming the field, not a failure when the event is written.
+func TestDefinitionTextMustBeStorable(t *testing.T) {
+	for _, tc := range []struct{ name, js, field string }{
+		{"NUL in the name", `{"name": "a\u0000b", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`, "name"},
+		{"NUL in the description", `{"name": "w", "description": "\u0000", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`, "description"},
+		{"NUL in a component name", `{"name": "w", "components": [{"id": "t", "name": "x\u0000", "module": "ON_API_CALLED"}]}`, `components[0] (component "t").name`},
+		{"lone surrogate in config", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "config": {"a": "\ud800"}}]}`, `components[0] (component "t").config`},
+		{"NUL in config", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "config": {"\u0000": 1}}]}`, `components[0] (component "t").config`},
+		{"NUL in a mapping", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
+			"edges": [{"from": "t", "to": "a", "mapping": {"k": "x\u0000"}}]}`, "edges[0].mapping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := parse(t, tc.js).Validate(checkModules)
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field {
+				t.Fatalf("Validate: %v, want a validation error on %s", err, tc.field)
+			}
+		})
+	}
+	// Invalid UTF-8 in a raw config.
+	d := parse(t, `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`)
+	d.Components[0].Config = json.RawMessage("{\"a\": \"\xff\"}")
+	var ve *domain.ValidationError
+	if err := d.Validate(checkModules); !errors.As(err, &ve) || !strings.HasSuffix(ve.Field, ".config") {
+		t.Fatalf("invalid UTF-8 in config: %v", err)
+	}
+}
+
+func TestComponentUpdateTextMustBeStorable(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	d := parse(t, `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`)
+	events, _ := workflow.DecideCreate(workflow.State{}, "wf", "ws", d, now)
+	s := workflow.State{}.Evolve(events[0])
+	name := "a\x00b"
+	for field, p := range map[string]workflow.ComponentPatch{
+		"name":   {Name: &name},
+		"config": {Config: json.RawMessage(`{"a": "\ud800"}`)},
+	} {
+		_, err := workflow.DecideUpdateComponent(s, "t", p, checkModules, now)
+		var ve *domain.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("patch of %s: %v, want a validation error on %s", field, err, field)
+		}
+	}
+}

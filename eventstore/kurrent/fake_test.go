@@ -21,7 +21,7 @@ import (
 // error values, streams of responses), not KurrentDB itself, which the conformance run against a
 // real server (store_test.go, KURRENTDB_URL) does.
 
-func newFakeStore(t *testing.T, f *fakeServer, opts Options) *Store {
+func newFakeStore(t *testing.T, f *fakeServer, opts Config) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,12 +48,12 @@ func fakeEvents(typ string, n int) []eventstore.EventData {
 func TestConformanceAgainstFake(t *testing.T) {
 	f := startFakeServer(t)
 	storetest.RunWithOptions(t, func(t *testing.T) eventstore.Store {
-		return newFakeStoreUnclosed(t, f, Options{StreamPrefix: "t" + uuid.NewString()[:8] + "_"})
-	}, storetest.Options{StreamScopedEventIDs: true})
+		return newFakeStoreUnclosed(t, f, Config{StreamPrefix: "t" + uuid.NewString()[:8] + "_"})
+	}, storetest.Options{StreamScopedEventIDs: true, NonAtomicAppendMulti: true})
 }
 
 // newFakeStoreUnclosed is newFakeStore for the suite, which closes its stores itself.
-func newFakeStoreUnclosed(t *testing.T, f *fakeServer, opts Options) *Store {
+func newFakeStoreUnclosed(t *testing.T, f *fakeServer, opts Config) *Store {
 	t.Helper()
 	s, err := New(context.Background(), f.url(), opts)
 	if err != nil {
@@ -64,7 +64,7 @@ func newFakeStoreUnclosed(t *testing.T, f *fakeServer, opts Options) *Store {
 
 func TestFakeAppendErrors(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{StreamPrefix: "p_"})
+	s := newFakeStore(t, f, Config{StreamPrefix: "p_"})
 	ctx := context.Background()
 
 	evs := fakeEvents("A", 3)
@@ -119,7 +119,7 @@ func TestFakeAppendErrors(t *testing.T) {
 func TestFakeLegacyStreamPositions(t *testing.T) {
 	f := startFakeServer(t)
 	f.legacyStreamPositions = true
-	s := newFakeStore(t, f, Options{})
+	s := newFakeStore(t, f, Config{})
 	ctx := context.Background()
 	res, err := s.Append(ctx, "exec-1", eventstore.Any(), fakeEvents("A", 2)...)
 	if err != nil {
@@ -140,8 +140,8 @@ func TestFakeLegacyStreamPositions(t *testing.T) {
 
 func TestFakeReadAll(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{StreamPrefix: "p_", ReadBatchSize: 2})
-	other := newFakeStore(t, f, Options{StreamPrefix: "q_"})
+	s := newFakeStore(t, f, Config{StreamPrefix: "p_", ReadBatchSize: 2})
+	other := newFakeStore(t, f, Config{StreamPrefix: "q_"})
 	ctx := context.Background()
 	var want []uuid.UUID
 	for i := range 5 {
@@ -197,7 +197,7 @@ func TestFakeReadAll(t *testing.T) {
 
 func TestFakeSubscriptionSurvivesDrops(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{SubscriptionBuffer: 1})
+	s := newFakeStore(t, f, Config{SubscriptionBuffer: 1})
 	ctx := context.Background()
 	sub, err := s.Subscribe(ctx, eventstore.Start, eventstore.Filter{Types: []string{"A"}})
 	if err != nil {
@@ -240,7 +240,7 @@ func TestFakeSubscriptionSurvivesDrops(t *testing.T) {
 
 func TestFakeSubscriptionEndsWithError(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{MaxResubscribeAttempts: -1})
+	s := newFakeStore(t, f, Config{MaxResubscribeAttempts: -1})
 	sub, err := s.Subscribe(context.Background(), eventstore.Start, eventstore.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestFakeSubscriptionEndsWithError(t *testing.T) {
 
 func TestFakeStoreCloseEndsSubscription(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{})
+	s := newFakeStore(t, f, Config{})
 	sub, err := s.Subscribe(context.Background(), eventstore.Start, eventstore.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestFakeStoreCloseEndsSubscription(t *testing.T) {
 
 func TestFakeNodeOutage(t *testing.T) {
 	f := startFakeServer(t)
-	s := newFakeStore(t, f, Options{})
+	s := newFakeStore(t, f, Config{})
 	ctx := context.Background()
 	if _, err := s.Append(ctx, "exec-1", eventstore.NoStream(), fakeEvents("A", 1)...); err != nil {
 		t.Fatal(err)

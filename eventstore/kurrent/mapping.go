@@ -109,7 +109,7 @@ func stripPrefix(prefix, serverName string) (stream string, ok bool) {
 // validatePrefix rejects prefixes that would put the store's streams among the system streams.
 func validatePrefix(prefix string) error {
 	if strings.HasPrefix(prefix, "$") {
-		return fmt.Errorf("kurrent: stream prefix %q starts with '$', which KurrentDB reserves for system streams", prefix)
+		return fmt.Errorf("kurrent: StreamPrefix %q starts with '$', which KurrentDB reserves for system streams", prefix)
 	}
 	return nil
 }

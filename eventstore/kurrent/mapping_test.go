@@ -407,10 +407,10 @@ func TestBackoff(t *testing.T) {
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	ctx := context.Background()
-	if _, err := New(ctx, "esdb://localhost:2113?tls=false", Options{StreamPrefix: "$all"}); err == nil {
+	if _, err := New(ctx, "esdb://localhost:2113?tls=false", Config{StreamPrefix: "$all"}); err == nil {
 		t.Error("New accepted a '$' stream prefix")
 	}
-	if _, err := New(ctx, "http://localhost:2113", Options{}); err == nil {
+	if _, err := New(ctx, "http://localhost:2113", Config{}); err == nil {
 		t.Error("New accepted a connection string that is not esdb://")
 	}
 }
@@ -420,7 +420,7 @@ func TestNewFailsWithoutServer(t *testing.T) {
 	// hand out a store whose client is dead.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := New(ctx, "esdb://127.0.0.1:1?tls=false&maxDiscoverAttempts=1", Options{})
+	s, err := New(ctx, "esdb://127.0.0.1:1?tls=false&maxDiscoverAttempts=1", Config{})
 	if err == nil {
 		s.Close()
 		t.Fatal("New succeeded without a server")

@@ -20,7 +20,7 @@
 //
 // # Stream prefix
 //
-// A KurrentDB server has one global log, $all, shared by everything written to it. Options.StreamPrefix
+// A KurrentDB server has one global log, $all, shared by everything written to it. Config.StreamPrefix
 // carves a namespace out of it: the prefix is prepended to every stream name on write and stripped on
 // read, and every read of $all, subscription and HeadPosition only considers streams that carry it. Two
 // stores with different prefixes therefore see disjoint logs on one server. The conformance test uses a
@@ -43,8 +43,8 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-// Options tune a Store. The zero value is ready to use.
-type Options struct {
+// Config tunes a Store. The zero value is ready to use.
+type Config struct {
 	// StreamPrefix is prepended to every stream name on write and stripped on read; reads of $all,
 	// subscriptions and HeadPosition ignore streams without it. It isolates stores sharing one
 	// server (see the package documentation). It must not start with '$'. End it with a separator
@@ -62,6 +62,30 @@ type Options struct {
 	// Logger receives the esdb client's own log lines (discovery, reconnects). Nil discards them: the
 	// store reports every failure through its return values.
 	Logger func(level string, format string, args ...any)
+}
+
+func (c *Config) setDefaults() {
+	if c.ReadBatchSize == 0 {
+		c.ReadBatchSize = defaultReadBatchSize
+	}
+	if c.SubscriptionBuffer == 0 {
+		c.SubscriptionBuffer = defaultSubscriptionBuffer
+	}
+	if c.MaxResubscribeAttempts == 0 {
+		c.MaxResubscribeAttempts = defaultMaxResubscribeAttempts
+	}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c Config) Validate() error {
+	switch {
+	case c.ReadBatchSize < 0:
+		return fmt.Errorf("kurrent: ReadBatchSize %d: must be at least 1 (0 takes the default)", c.ReadBatchSize)
+	case c.SubscriptionBuffer < 0:
+		return fmt.Errorf("kurrent: SubscriptionBuffer %d: must not be negative", c.SubscriptionBuffer)
+	}
+	return validatePrefix(c.StreamPrefix)
 }
 
 const (
@@ -94,8 +118,9 @@ var _ eventstore.Store = (*Store)(nil)
 // New connects to the KurrentDB server of connString (an esdb:// or esdb+discover:// connection
 // string, e.g. "esdb://localhost:2113?tls=false") and checks it answers a read of $all, which
 // subscriptions need. ctx bounds that first check.
-func New(ctx context.Context, connString string, opts Options) (*Store, error) {
-	if err := validatePrefix(opts.StreamPrefix); err != nil {
+func New(ctx context.Context, connString string, opts Config) (*Store, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	conf, err := esdb.ParseConnectionString(connString)
@@ -110,15 +135,9 @@ func New(ctx context.Context, connString string, opts Options) (*Store, error) {
 	s := &Store{
 		conf:        *conf,
 		prefix:      opts.StreamPrefix,
-		batch:       positiveOr(opts.ReadBatchSize, defaultReadBatchSize),
-		buffer:      positiveOr(opts.SubscriptionBuffer, defaultSubscriptionBuffer),
-		resubscribe: opts.MaxResubscribeAttempts,
-	}
-	switch {
-	case s.resubscribe == 0:
-		s.resubscribe = defaultMaxResubscribeAttempts
-	case s.resubscribe < 0:
-		s.resubscribe = 0
+		batch:       opts.ReadBatchSize,
+		buffer:      opts.SubscriptionBuffer,
+		resubscribe: max(opts.MaxResubscribeAttempts, 0),
 	}
 	if s.client, err = s.newClient(); err != nil {
 		return nil, fmt.Errorf("kurrent: %w", err)
@@ -139,13 +158,6 @@ func New(ctx context.Context, connString string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kurrent: connect: %w", err)
 	}
 	return s, nil
-}
-
-func positiveOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 func (s *Store) newClient() (*esdb.Client, error) {

@@ -30,12 +30,12 @@ func TestConformance(t *testing.T) {
 	storetest.RunWithOptions(t, func(t *testing.T) eventstore.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := kurrent.New(ctx, url, kurrent.Options{StreamPrefix: testPrefix(t)})
+		s, err := kurrent.New(ctx, url, kurrent.Config{StreamPrefix: testPrefix(t)})
 		if err != nil {
 			t.Fatalf("connect to KurrentDB at %s: %v", url, err)
 		}
 		return s
-	}, storetest.Options{StreamScopedEventIDs: true}) // docs/kurrentdb.md, Idempotency
+	}, storetest.Options{StreamScopedEventIDs: true, NonAtomicAppendMulti: true}) // docs/kurrentdb.md
 }
 
 // testPrefix is a stream prefix no other test (of this run or an earlier one) uses.

@@ -20,7 +20,7 @@ import (
 // filter, the store prefix and the exclusion of system events are checked on the client. If the
 // subscription drops for a transient reason (connection loss, leader change, server restart) it is
 // re-established from the last event it received, so no event is skipped and none is delivered twice;
-// after Options.MaxResubscribeAttempts failures in a row it ends and Err reports the cause.
+// after Config.MaxResubscribeAttempts failures in a row it ends and Err reports the cause.
 //
 // Events is closed when the subscription ends. Err is then nil after Close or cancellation of ctx,
 // eventstore.ErrClosed when the store was closed, and the failure otherwise.

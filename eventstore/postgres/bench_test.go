@@ -17,7 +17,7 @@ import (
 // with pgbench, so the two figures compare like with like.
 var benchData = []byte(`{"n": 1, "s": "data"}`)
 
-// BenchmarkAppend measures appends per second with 16 and 64 concurrent appenders, one event
+// BenchmarkAppend measures appends per second with 1, 16 and 64 concurrent appenders, one event
 // per append, each appender on a different stream at any moment (10,000 streams in turn), so
 // it measures the store rather than contention on one stream. The pool has a connection per
 // appender: fewer would measure waiting for the pool.
@@ -25,9 +25,21 @@ var benchData = []byte(`{"n": 1, "s": "data"}`)
 //	go test ./eventstore/postgres -run '^$' -bench BenchmarkAppend -benchtime 10s
 func BenchmarkAppend(b *testing.B) {
 	pool, _ := newMigratedDB(b, 68)
-	st := newStore(b, pool, Options{})
-	for _, c := range []int{16, 64} {
+	st := newStore(b, pool, Config{})
+	for _, c := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("c%d", c), func(b *testing.B) { benchAppend(b, st, c) })
+	}
+}
+
+// BenchmarkAppendGroupConcurrency compares Config.GroupConcurrency settings at 16 and 64
+// appenders.
+func BenchmarkAppendGroupConcurrency(b *testing.B) {
+	pool, _ := newMigratedDB(b, 68)
+	for _, g := range []int{4, 8, 16, 64} {
+		st := newStore(b, pool, Config{GroupConcurrency: g})
+		for _, c := range []int{16, 64} {
+			b.Run(fmt.Sprintf("g%d/c%d", g, c), func(b *testing.B) { benchAppend(b, st, c) })
+		}
 	}
 }
 
@@ -120,7 +132,7 @@ SELECT stream, max(revision), pg_current_xact_id() FROM ins GROUP BY stream`, n)
 func BenchmarkCatchUp(b *testing.B) {
 	const n = 200_000
 	pool, _ := newMigratedDB(b, 8)
-	st := newStore(b, pool, Options{})
+	st := newStore(b, pool, Config{})
 	head := preloadEvents(b, st, n)
 	if _, err := pool.Exec(context.Background(), "VACUUM ANALYZE events"); err != nil {
 		b.Fatalf("vacuum: %v", err)

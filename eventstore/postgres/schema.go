@@ -25,6 +25,21 @@ const (
 	codeRetry = "SW003"
 )
 
+// The append lock: every transaction that writes events takes it, shared, before it has a
+// transaction id, so subscriptions can tell appending transactions from the others
+// (horizonSQL). Its key is (appendLockClass, slot): appenders spread over appendLockSlots slots
+// so they do not all queue on one lock-manager partition.
+const (
+	appendLockClass    = 1398227280 // "SWAP"
+	appendLockClassSQL = "1398227280"
+	appendLockSlots    = 16
+	appendLockSQL      = `SELECT pg_advisory_xact_lock_shared(` + appendLockClassSQL + `, $1::int)`
+)
+
+// codeNoAppendLock: eventstore_append was called in a transaction that already had an id
+// without holding the append lock; its events could be hidden from subscribers for ever.
+const codeNoAppendLock = "SW004"
+
 // Constraint names, so a unique violation can be told apart by what it protects.
 const constraintEventID = "events_event_id_key"
 
@@ -36,8 +51,8 @@ const constraintEventID = "events_event_id_key"
 //     but it is NOT the order of the log. Sequence values are handed out at insert time, not
 //     at commit, so a transaction can commit a lower position after another committed a higher
 //     one. The log is ordered by (tx_id, position) and readers only look below a horizon
-//     under which every transaction that could write here has finished (the snapshot's xmin,
-//     refined in horizonSQL): nothing can appear there later.
+//     under which every transaction that could write here has finished (the oldest running
+//     holder of the append lock, horizonSQL): nothing can appear there later.
 //   - tx_id is the 64-bit transaction id (xid8, never wraps), the primary key of the log order.
 //   - category is stored so subscriptions filter in SQL without parsing stream names.
 //   - streams holds one row per stream: appends lock it (and only it) to serialize writers of
@@ -102,6 +117,18 @@ BEGIN
        OR coalesce(cardinality(p_metadata), 0) <> v_n THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = 'eventstore_append: ids, types, data and metadata differ in length';
+    END IF;
+
+    -- The append lock must be taken before the transaction has an id (see horizonSQL in
+    -- store.go): a subscription could otherwise read past this transaction's id before its
+    -- events appear, and never see them.
+    IF pg_current_xact_id_if_assigned() IS NULL THEN
+        PERFORM pg_advisory_xact_lock_shared(1398227280, 0);
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_locks l
+                      WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()
+                        AND l.classid = 1398227280 AND l.objsubid = 2) THEN
+        RAISE EXCEPTION USING ERRCODE = 'SW004',
+            MESSAGE = 'eventstore_append: this transaction wrote before taking the append lock; append first, or take it first (SELECT pg_advisory_xact_lock_shared(1398227280, 0))';
     END IF;
 
     LOOP

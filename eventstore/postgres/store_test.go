@@ -47,7 +47,7 @@ func newMigratedDB(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	return pool, dsn
 }
 
-func newStore(t testing.TB, pool *pgxpool.Pool, opts Options) *Store {
+func newStore(t testing.TB, pool *pgxpool.Pool, opts Config) *Store {
 	t.Helper()
 	st, err := New(context.Background(), pool, opts)
 	if err != nil {
@@ -66,7 +66,7 @@ func testCtx(t *testing.T) context.Context {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) eventstore.Store {
 		pool, _ := newMigratedDB(t, 16)
-		return newStore(t, pool, Options{})
+		return newStore(t, pool, Config{})
 	})
 }
 
@@ -131,7 +131,7 @@ func appendInTx(t *testing.T, ctx context.Context, tx pgx.Tx, stream string, ev 
 // delivered, and before the other, rather than skipped by a subscriber that moved past it.
 func TestLateCommitIsNotSkipped(t *testing.T) {
 	pool, _ := newMigratedDB(t, 8)
-	st := newStore(t, pool, Options{PollInterval: 20 * time.Millisecond})
+	st := newStore(t, pool, Config{PollInterval: 20 * time.Millisecond})
 	ctx := testCtx(t)
 	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
 	if err != nil {
@@ -139,12 +139,16 @@ func TestLateCommitIsNotSkipped(t *testing.T) {
 	}
 	defer sub.Close()
 
-	// The late transaction takes its transaction id first...
+	// The late transaction takes its transaction id first (after the append lock, as every
+	// appending transaction must)...
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, appendLockSQL, 3); err != nil {
+		t.Fatalf("append lock: %v", err)
+	}
 	var lateTx uint64
 	if err := tx.QueryRow(ctx, "SELECT pg_current_xact_id()").Scan(&lateTx); err != nil {
 		t.Fatalf("take a transaction id: %v", err)
@@ -221,8 +225,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // LISTENs; and it keeps doing so after its LISTEN connection is killed.
 func TestNotifyWakesOtherProcess(t *testing.T) {
 	pool, dsn := newMigratedDB(t, 8)
-	writer := newStore(t, pool, Options{})
-	reader := newStore(t, newPool(t, dsn, 4), Options{PollInterval: time.Hour})
+	writer := newStore(t, pool, Config{})
+	reader := newStore(t, newPool(t, dsn, 4), Config{PollInterval: time.Hour})
 	ctx := testCtx(t)
 	sub, err := reader.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
 	if err != nil {
@@ -258,13 +262,16 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 // last writer must not commit, since the log would order its later revision first.
 func TestRevisionOrderGuard(t *testing.T) {
 	pool, _ := newMigratedDB(t, 8)
-	st := newStore(t, pool, Options{})
+	st := newStore(t, pool, Config{})
 	ctx := testCtx(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, appendLockSQL, 0); err != nil {
+		t.Fatalf("append lock: %v", err)
+	}
 	if _, err := tx.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
 		t.Fatalf("take a transaction id: %v", err)
 	}
@@ -283,7 +290,7 @@ func TestRevisionOrderGuard(t *testing.T) {
 // nothing (so that Append falls back to eventstore_append in a new transaction).
 func TestFastPathRevisionOrderGuard(t *testing.T) {
 	pool, _ := newMigratedDB(t, 8)
-	st := newStore(t, pool, Options{})
+	st := newStore(t, pool, Config{})
 	ctx := testCtx(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -337,7 +344,7 @@ func TestMigrateConcurrentAndRepeated(t *testing.T) {
 	if err := Migrate(ctx, pool); err != nil {
 		t.Fatalf("repeated migrate: %v", err)
 	}
-	st := newStore(t, pool, Options{})
+	st := newStore(t, pool, Config{})
 	if err := st.Ping(ctx); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
@@ -345,7 +352,7 @@ func TestMigrateConcurrentAndRepeated(t *testing.T) {
 
 func TestNewNeedsSchema(t *testing.T) {
 	pool := newPool(t, testdb.New(t), 2)
-	_, err := New(testCtx(t), pool, Options{})
+	_, err := New(testCtx(t), pool, Config{})
 	if err == nil || !strings.Contains(err.Error(), "Migrate") {
 		t.Fatalf("New on an unmigrated database: err = %v, want one naming Migrate", err)
 	}
@@ -353,7 +360,7 @@ func TestNewNeedsSchema(t *testing.T) {
 
 func TestAppendRejectsBadEvents(t *testing.T) {
 	pool, _ := newMigratedDB(t, 4)
-	st := newStore(t, pool, Options{})
+	st := newStore(t, pool, Config{})
 	ctx := testCtx(t)
 	bad := []eventstore.EventData{
 		{ID: uuid.New(), Type: "", Data: []byte(`{}`)},
@@ -378,7 +385,7 @@ func TestAppendRejectsBadEvents(t *testing.T) {
 // scanned, so a sparse subscription does not rescan the log on every wake-up.
 func TestFilteredScanHorizon(t *testing.T) {
 	pool, _ := newMigratedDB(t, 4)
-	st := newStore(t, pool, Options{})
+	st := newStore(t, pool, Config{})
 	ctx := testCtx(t)
 	appended, err := st.Append(ctx, "busy-1", eventstore.NoStream(), event("A"), event("A"))
 	if err != nil {

@@ -167,6 +167,7 @@ func (s *Store) Subscribe(ctx context.Context, from eventstore.Position, filter 
 		return nil, eventstore.ErrClosed
 	}
 	s.startListener()
+	s.tail.start()
 	// The caller may reuse its slices; the subscription reads them for its whole life.
 	filter = eventstore.Filter{Categories: slices.Clone(filter.Categories), Types: slices.Clone(filter.Types)}
 	sctx, cancel := context.WithCancel(ctx)
@@ -197,74 +198,71 @@ func (s *Store) Subscribe(ctx context.Context, from eventstore.Position, filter 
 	return sub, nil
 }
 
-// follow feeds out until ctx ends (nil) or the log cannot be read (the error).
+// follow feeds out until ctx ends (nil) or the log cannot be read (the error): it catches up
+// by reading the log itself, then joins the Store's shared tail (tail.go), and reads on its
+// own again whenever the tail evicts it.
 func (s *Store) follow(ctx context.Context, out chan<- eventstore.RecordedEvent, from eventstore.Position, filter eventstore.Filter) error {
-	poll := time.NewTicker(s.opts.PollInterval)
-	defer poll.Stop()
 	cursor := from // every event up to cursor has been delivered or filtered out
+	for {
+		var err error
+		if cursor, err = s.catchUp(ctx, out, cursor, filter); err != nil || ctx.Err() != nil {
+			return err
+		}
+		m := s.tail.join(cursor, filter)
+		if m == nil {
+			continue // the tail has moved on further than it remembers: read again
+		}
+		// live ends on eviction (read on our own again) or with ctx's error (checked below).
+		cursor, _ = s.tail.live(ctx, out, m, cursor)
+		s.tail.leave(m)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// catchUp reads the log after cursor until a read comes back short, and returns how far it
+// got.
+func (s *Store) catchUp(ctx context.Context, out chan<- eventstore.RecordedEvent, cursor eventstore.Position, filter eventstore.Filter) (eventstore.Position, error) {
 	var failingSince time.Time
 	backoff := 50 * time.Millisecond
-	var (
-		heldBy    uint64    // transaction holding the horizon back at the last read
-		heldSince time.Time // since when heldBy has
-		warned    time.Time
-	)
 	for {
-		// Taken before reading, so an append that lands during the read still wakes us.
-		wake := s.wake.wait()
-		for {
-			res, err := s.readLog(ctx, cursor, s.opts.BatchSize, filter)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if failingSince.IsZero() {
-					failingSince = time.Now()
-				}
-				if !transient(err) || time.Since(failingSince) > s.opts.RetryTimeout {
-					return fmt.Errorf("eventstore/postgres: subscription: read after %s: %w", cursor, err)
-				}
-				s.log.WithError(err).WithField("retry_in", backoff).Warn("subscription read failed; retrying")
-				if !sleepCtx(ctx, backoff) {
-					return nil
-				}
-				backoff = min(backoff*2, 5*time.Second)
-				continue
+		res, err := s.readLog(ctx, cursor, s.opts.BatchSize, filter)
+		if err != nil {
+			if ctx.Err() != nil {
+				return cursor, nil
 			}
-			failingSince, backoff = time.Time{}, 50*time.Millisecond
-			for _, ev := range res.events {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return nil
-				}
-				cursor = ev.Position
+			if failingSince.IsZero() {
+				failingSince = time.Now()
 			}
-			s.subscriptionReads.Add(1)
-			// A transaction left open in this database hides every event committed after it
-			// began from all subscribers; say which one, as nothing else will.
-			if res.heldBy != heldBy {
-				heldBy, heldSince = res.heldBy, time.Now()
-			} else if heldBy != 0 && time.Since(heldSince) > stuckWarnAfter && time.Since(warned) > stuckWarnAfter {
-				warned = time.Now()
-				s.log.WithField("xid", heldBy).WithField("since", heldSince).
-					Warn("event log visibility held back by a long-running transaction (see pg_stat_activity.backend_xid); subscribers see no newer events until it ends")
+			if !transient(err) || time.Since(failingSince) > s.opts.RetryTimeout {
+				return cursor, fmt.Errorf("eventstore/postgres: subscription: read after %s: %w", cursor, err)
 			}
-			if len(res.events) < s.opts.BatchSize {
-				// Caught up with what is visible. Skipping to the scanned horizon matters for
-				// sparse filters: the next read starts after what this one scanned, not after
-				// the last match.
-				if cursor.Less(res.scanned) {
-					cursor = res.scanned
-				}
-				break
+			s.log.WithError(err).WithField("retry_in", backoff).Warn("subscription read failed; retrying")
+			if !sleepCtx(ctx, backoff) {
+				return cursor, nil
 			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
 		}
-		select {
-		case <-wake:
-		case <-poll.C:
-		case <-ctx.Done():
-			return nil
+		failingSince, backoff = time.Time{}, 50*time.Millisecond
+		for _, ev := range res.events {
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return cursor, nil
+			}
+			cursor = ev.Position
+		}
+		s.subscriptionReads.Add(1)
+		if len(res.events) < s.opts.BatchSize {
+			// Caught up with what is visible. Skipping to the scanned horizon matters for
+			// sparse filters: the next read starts after what this one scanned, not after
+			// the last match.
+			if cursor.Less(res.scanned) {
+				cursor = res.scanned
+			}
+			return cursor, nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -24,7 +25,8 @@ func (s *suite) testConcurrency(t *testing.T) {
 		numStreams = 500
 	)
 	st := s.store(t)
-	ctx := testContext(t)
+	ctx, cancel := context.WithTimeout(t.Context(), loadTimeout)
+	defer cancel()
 	sub := subscribe(t, ctx, st, eventstore.Start, eventstore.Filter{})
 
 	type collected struct {
@@ -34,7 +36,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 	done := make(chan collected, 1)
 	go func() {
 		evs := make([]eventstore.RecordedEvent, 0, total)
-		deadline := time.NewTimer(2 * waitTimeout)
+		deadline := time.NewTimer(loadTimeout)
 		defer deadline.Stop()
 		for len(evs) < total {
 			select {

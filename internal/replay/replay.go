@@ -30,8 +30,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// Options configures a Postgres guard. Zero values take the defaults noted.
-type Options struct {
+// Config configures a Postgres guard. Zero values take the defaults noted.
+type Config struct {
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// PurgeEvery is how often expired rows are deleted (5 s).
@@ -46,26 +46,45 @@ type Options struct {
 // Postgres is a ReplayGuard shared by every process on one database.
 type Postgres struct {
 	pool      *pgxpool.Pool
-	opts      Options
+	opts      Config
 	nextPurge atomic.Int64 // Unix nanoseconds
 	purging   atomic.Bool
 }
 
-// New returns a guard on pool; the table must exist (Migrate).
-func New(pool *pgxpool.Pool, opts Options) *Postgres {
-	if opts.Now == nil {
-		opts.Now = time.Now
+// setDefaults fills zero values and repairs negative ones with the default, so that New,
+// which returns no error, always gets a valid Config.
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if opts.PurgeEvery <= 0 {
-		opts.PurgeEvery = 5 * time.Second
+	if c.PurgeEvery <= 0 {
+		c.PurgeEvery = 5 * time.Second
 	}
-	if opts.PurgeBatch <= 0 {
-		opts.PurgeBatch = 10_000
+	if c.PurgeBatch <= 0 {
+		c.PurgeBatch = 10_000
 	}
-	if opts.Logger == nil {
-		opts.Logger = logrus.StandardLogger()
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
 	}
-	return &Postgres{pool: pool, opts: opts}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c Config) Validate() error {
+	switch {
+	case c.PurgeEvery < 0:
+		return fmt.Errorf("replay: PurgeEvery %v: must not be negative", c.PurgeEvery)
+	case c.PurgeBatch < 0:
+		return fmt.Errorf("replay: PurgeBatch %d: must be at least 1 (0 takes the default)", c.PurgeBatch)
+	}
+	return nil
+}
+
+// New returns a guard on pool; the table must exist (Migrate). It calls cfg.setDefaults, which
+// repairs what Validate would refuse, so it needs no error result.
+func New(pool *pgxpool.Pool, cfg Config) *Postgres {
+	cfg.setDefaults()
+	return &Postgres{pool: pool, opts: cfg}
 }
 
 // Seen implements httpapi.ReplayGuard in one statement: the insert claims the signature unless a

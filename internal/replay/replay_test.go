@@ -27,7 +27,7 @@ func TestSharedAcrossGuards(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	opts := replay.Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }}
+	opts := replay.Config{Now: func() time.Time { return time.Unix(0, clock.Load()) }}
 	a, b := replay.New(pool, opts), replay.New(pool, opts)
 	until := now.Add(5 * time.Minute)
 
@@ -101,7 +101,7 @@ func TestExpiredRowTakenOverBeforePurge(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	g := replay.New(pool, replay.Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }, PurgeEvery: time.Minute})
+	g := replay.New(pool, replay.Config{Now: func() time.Time { return time.Unix(0, clock.Load()) }, PurgeEvery: time.Minute})
 	for i := 0; i < 3; i++ {
 		if seen, err := g.Seen(ctx, []byte(fmt.Sprint("s", i)), now.Add(time.Minute)); err != nil || seen {
 			t.Fatalf("seen=%v err=%v", seen, err)

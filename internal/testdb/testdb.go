@@ -92,3 +92,25 @@ func redact(raw string) string {
 	}
 	return u.Redacted()
 }
+
+// SetConnections makes the test's own database dbName accept or refuse connections and, when
+// refusing, ends the connections it has (its backends only: the server is shared): a database
+// outage for one test.
+func SetConnections(t testing.TB, dbName string, allow bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbName}.Sanitize()+" ALLOW_CONNECTIONS "+map[bool]string{true: "true", false: "false"}[allow]); err != nil {
+		t.Fatal(err)
+	}
+	if !allow {
+		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", dbName); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

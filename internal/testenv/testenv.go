@@ -51,12 +51,12 @@ func New(t testing.TB) *Env {
 	if err := projections.Migrate(ctx, pool, projections.All()); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Options{})
+	store, err := postgres.New(ctx, pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	eng, err := projections.NewEngine(pool, store, projections.All(), projections.Options{RetryBackoff: 10 * time.Millisecond})
+	eng, err := projections.NewEngine(pool, store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -39,8 +40,7 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 			return st, err
 		}
 		if !charged {
-			f := &modules.Failure{Code: "insufficient_credits", Message: fmt.Sprintf("the workspace balance cannot cover the %s credits this call costs", usage)}
-			return e.fail(ctx, st, f, false)
+			return e.fail(ctx, st, insufficientCredits(usage), false)
 		}
 	}
 	return e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
@@ -71,8 +71,8 @@ func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Fail
 // follow completes a cached repeat with its first call's output, for free, once that call
 // has finished. It reports false when the first call failed or cannot be found: the repeat
 // then runs and bills as a call of its own.
-func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) bool {
-	leaderStream := "execution-" + st.CachedFrom
+func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (execution.State, bool) {
+	leaderStream := commands.ExecutionStream(st.CachedFrom)
 	var leader execution.State
 	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
 		var err error
@@ -83,14 +83,86 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) bool 
 		return err == nil && leader.Status.Terminal(), err
 	})
 	if err != nil {
-		return true // ctx ended or the store failed: the lease hands the repeat on
+		return st, true // ctx ended or the store failed: the lease hands the repeat on
 	}
 	if leader.Status != execution.StatusCompleted {
-		return false
+		return st, false
 	}
-	if _, err := e.cmds.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0); err != nil &&
-		!errors.Is(err, execution.ErrLeaseLost) {
-		e.log.WithField("executionId", st.ID).WithError(err).Error("cannot record cached output")
+	done, err := e.cmds.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0)
+	if err != nil {
+		if !errors.Is(err, execution.ErrLeaseLost) {
+			e.log.WithField("executionId", st.ID).WithError(err).Error("cannot record cached output")
+		}
+		return st, true
 	}
-	return true
+	return done, true
+}
+
+// runUnclaimed runs a repeatable module's next attempt before claiming it, then records claim
+// and outcome in one append (commands.ClaimAndFinish). A cached repeat, or an execution that
+// is not claimable as read, takes the claim path instead.
+func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.State, error) {
+	id, st := w.id, w.state
+	if !st.Exists {
+		var err error
+		if st, err = e.cmds.Execution(ctx, id); err != nil {
+			return st, err
+		}
+	}
+	if st.CachedFrom != "" || !st.Claimable(e.cmds.Now()) {
+		return e.claim(ctx, id)
+	}
+	attempt := st.NextAttempt()
+	out, runErr := e.registry.Run(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: attempt, ExecutionID: st.ID})
+	var finish func(execution.State) ([]domain.Event, error)
+	switch f, ok := modules.AsFailure(runErr); {
+	case runErr == nil:
+		var err error
+		if finish, err = e.completion(ctx, st, out); err != nil {
+			return st, err
+		}
+	case ok:
+		finish = e.failure(f, true)
+	case runCtx.Err() != nil:
+		return st, fmt.Errorf("run abandoned: %w", runErr) // shutdown: unclaimed, a sweep finds it
+	default:
+		e.log.WithField("executionId", st.ID).WithError(runErr).Error("module infrastructure error")
+		finish = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
+	}
+	e.metrics.claims.Inc()
+	return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+}
+
+// completion charges the call (once per execution) and returns the decision recording out;
+// a balance that cannot cover it makes the decision a final failure instead.
+func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), error) {
+	usage := billing.Credits(st.CostMilli)
+	if usage > 0 {
+		charged, err := e.charge(ctx, st, usage)
+		if err != nil {
+			return nil, err
+		}
+		if !charged {
+			return e.failure(insufficientCredits(usage), false), nil
+		}
+	}
+	return func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
+	}, nil
+}
+
+// failure is the decision recording f for the attempt, retried while attempts remain and
+// retry is true.
+func (e *Executor) failure(f *modules.Failure, retry bool) func(execution.State) ([]domain.Event, error) {
+	return func(s execution.State) ([]domain.Event, error) {
+		body, err := json.Marshal(f)
+		if err != nil {
+			return nil, fmt.Errorf("encode failure: %w", err)
+		}
+		return execution.DecideFail(s, e.opts.Worker, s.Attempt, body, retry, e.backoff(s.Attempt), e.cmds.Now())
+	}
+}
+
+func insufficientCredits(usage billing.Credits) *modules.Failure {
+	return &modules.Failure{Code: "insufficient_credits", Message: fmt.Sprintf("the workspace balance cannot cover the %s credits this call costs", usage)}
 }

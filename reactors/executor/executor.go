@@ -7,29 +7,37 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/configcheck"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
 	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
-// Options configures an Executor.
-type Options struct {
+// Config configures an Executor.
+type Config struct {
 	// Concurrency bounds the module runs of this process (SWITCHYARD_EXECUTOR_CONCURRENCY).
 	Concurrency int
+	// WorkspaceShare is the percentage of Concurrency one workspace may hold at once
+	// (SWITCHYARD_EXECUTOR_WORKSPACE_SHARE); the rest waits in the workspace's queue, so that
+	// one workspace's backlog leaves slots for the others. Default 50.
+	WorkspaceShare int
 	// Worker names this process in claims; default host name and a random suffix.
 	Worker string
 	// SweepInterval is how often the read model is searched for work the live feed missed
@@ -38,6 +46,9 @@ type Options struct {
 	// SweepGrace is how long unclaimed work waits for the live path before a sweep takes it.
 	// Default 2s.
 	SweepGrace time.Duration
+	// TakeoverGrace is how long an execution another instance accepted (and queued to run
+	// itself) stays unclaimed before this one's sweep takes it over. Default 30s.
+	TakeoverGrace time.Duration
 	// LeaseMargin is added to a module's deadline to make its lease. Default 10s.
 	LeaseMargin time.Duration
 	// RetryBackoff is the first wait before a failed attempt is retried; it doubles for each
@@ -45,7 +56,10 @@ type Options struct {
 	RetryBackoff time.Duration
 	// DrainTimeout bounds how long Run waits for running modules after ctx ends. Default 30s.
 	DrainTimeout time.Duration
-	Logger       logrus.FieldLogger
+	// Registerer receives the executor's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+	// Logger receives the executor's warnings; default logrus.StandardLogger().
+	Logger logrus.FieldLogger
 }
 
 // Executor claims and runs executions.
@@ -55,54 +69,113 @@ type Executor struct {
 	queries  *projections.Queries
 	registry *modules.Registry
 	hub      *livehub.Hub
-	opts     Options
+	opts     Config
 	log      logrus.FieldLogger
-	slots    chan struct{}
+	slots    *slots
 	charges  *charger
+	metrics  metrics
 
 	mu       sync.Mutex
 	inflight map[string]bool
-	wg       sync.WaitGroup
+	waiters  map[string][]chan execution.State
+	// ctx and runCtx are Run's: claiming stops when ctx ends, module runs when runCtx does.
+	ctx, runCtx context.Context
+	taking      atomic.Bool
+	wg          sync.WaitGroup
 }
 
-// New returns an executor; Run starts it.
-func New(cmds *commands.Handler, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, opts Options) *Executor {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 64
+// Running reports whether Run is under way and takes this process's submits.
+func (e *Executor) Running() bool { return e.taking.Load() }
+
+// setDefaults fills zero values and repairs out-of-range ones (a negative duration, a share
+// above 100) with the default, so that New, which returns no error, always gets a valid Config.
+func (c *Config) setDefaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
 	}
-	if opts.Worker == "" {
+	if c.WorkspaceShare <= 0 || c.WorkspaceShare > 100 {
+		c.WorkspaceShare = 50
+	}
+	if c.Worker == "" {
 		host, _ := os.Hostname()
-		opts.Worker = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
+		c.Worker = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
 	}
-	opts.SweepInterval = orDefault(opts.SweepInterval, 2*time.Second)
-	opts.SweepGrace = orDefault(opts.SweepGrace, 2*time.Second)
-	opts.LeaseMargin = orDefault(opts.LeaseMargin, 10*time.Second)
-	opts.RetryBackoff = orDefault(opts.RetryBackoff, 200*time.Millisecond)
-	opts.DrainTimeout = orDefault(opts.DrainTimeout, 30*time.Second)
-	if opts.Logger == nil {
-		opts.Logger = logrus.StandardLogger()
+	configcheck.SetDefaults(c.durations(), true)
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
 	}
-	return &Executor{cmds: cmds, store: cmds.Store(), queries: queries, registry: registry, hub: hub, opts: opts,
-		log:   opts.Logger.WithFields(logrus.Fields{"component": "executor", "worker": opts.Worker}),
-		slots: make(chan struct{}, opts.Concurrency), charges: newCharger(cmds), inflight: map[string]bool{}}
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c Config) Validate() error {
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("executor: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
+	case c.WorkspaceShare < 0 || c.WorkspaceShare > 100:
+		return fmt.Errorf("executor: WorkspaceShare %d: must be between 1 and 100 (0 takes the default)", c.WorkspaceShare)
 	}
-	return d
+	return configcheck.NotNegative("executor", c.durations())
 }
 
-// Run claims work from the live feed of submits and from periodic sweeps until ctx ends, then
-// stops claiming and lets running modules finish (up to DrainTimeout).
+func (c *Config) durations() []configcheck.Duration {
+	return []configcheck.Duration{{Name: "SweepInterval", Value: &c.SweepInterval, Default: 2 * time.Second},
+		{Name: "SweepGrace", Value: &c.SweepGrace, Default: 2 * time.Second},
+		{Name: "TakeoverGrace", Value: &c.TakeoverGrace, Default: 30 * time.Second},
+		{Name: "LeaseMargin", Value: &c.LeaseMargin, Default: 10 * time.Second},
+		{Name: "RetryBackoff", Value: &c.RetryBackoff, Default: 200 * time.Millisecond},
+		{Name: "DrainTimeout", Value: &c.DrainTimeout, Default: 30 * time.Second}}
+}
+
+// New returns an executor; Run starts it. It calls cfg.setDefaults, which repairs what
+// Validate would refuse, so it needs no error result.
+func New(cmds *commands.Handler, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
+	cfg.setDefaults()
+	share := (cfg.Concurrency*cfg.WorkspaceShare + 99) / 100
+	return &Executor{cmds: cmds, store: cmds.Store(), queries: queries, registry: registry, hub: hub, opts: cfg,
+		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
+		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
+		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
+}
+
+// Worker is the name this executor claims under (commands.Runner).
+func (e *Executor) Worker() string { return e.opts.Worker }
+
+// Take queues st, just submitted on this process, to run here (commands.Runner): the submit
+// does not come back through the log, and other instances leave it to this one.
+func (e *Executor) Take(st execution.State) <-chan execution.State {
+	ch := make(chan execution.State, 1)
+	e.mu.Lock()
+	e.waiters[st.ID] = append(e.waiters[st.ID], ch)
+	ctx, runCtx := e.ctx, e.runCtx
+	e.mu.Unlock()
+	if ctx == nil {
+		e.notify(st.ID, st)
+		return ch
+	}
+	e.dispatch(ctx, runCtx, work{id: st.ID, workspace: st.WorkspaceID, module: st.Module, state: st})
+	return ch
+}
+
+// Run claims work from this process's submits, the live feed of other submits and periodic
+// sweeps until ctx ends, then stops claiming and lets running modules finish (up to
+// DrainTimeout).
 func (e *Executor) Run(ctx context.Context) error {
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
 	submits, err := feed.Open(ctx, e.store, eventstore.Filter{Types: []string{execution.Submitted{}.EventType()}}, e.log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped during start-up: a clean stop
+		}
 		return fmt.Errorf("executor: %w", err)
 	}
+	e.mu.Lock()
+	e.ctx, e.runCtx = ctx, runCtx
+	e.mu.Unlock()
+	e.cmds.SetRunner(e)
+	e.taking.Store(true)
+	defer e.cmds.SetRunner(nil)
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
 	e.sweep(ctx, runCtx)
@@ -111,13 +184,29 @@ func (e *Executor) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case ev, ok := <-submits:
 			if ok {
-				e.dispatch(ctx, runCtx, ev.Stream[len(execution.Category)+1:])
+				e.submitted(ctx, runCtx, ev)
 			}
 		case <-sweep.C:
 			e.sweep(ctx, runCtx)
 		}
 	}
+	e.cmds.SetRunner(nil)
+	e.taking.Store(false)
 	return e.drain(cancelRuns)
+}
+
+// submitted dispatches a submit from the log that no instance took as its own (a workflow
+// stage, or a submit accepted by an instance without an executor).
+func (e *Executor) submitted(ctx, runCtx context.Context, ev eventstore.RecordedEvent) {
+	var sub execution.Submitted
+	if err := json.Unmarshal(ev.Data, &sub); err != nil {
+		e.log.WithError(err).WithField("stream", ev.Stream).Warn("cannot decode a submit; a sweep will find it")
+		return
+	}
+	if sub.Runner != "" {
+		return // its runner has it; a sweep takes it over if that instance dies
+	}
+	e.dispatch(ctx, runCtx, work{id: sub.ExecutionID, workspace: sub.WorkspaceID, module: sub.Module})
 }
 
 func (e *Executor) drain(cancelRuns context.CancelFunc) error {
@@ -143,70 +232,116 @@ func (e *Executor) sweep(ctx, runCtx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		e.dispatch(ctx, runCtx, id)
+		if e.running(id) {
+			continue
+		}
+		st, err := e.cmds.Execution(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.WithError(err).WithField("executionId", id).Warn("sweep cannot read an execution")
+			}
+			continue
+		}
+		now := e.cmds.Now()
+		if !st.Claimable(now) || (st.Status == execution.StatusCreated && st.Runner != "" &&
+			st.Runner != e.opts.Worker && now.Sub(st.CreatedAt) < e.opts.TakeoverGrace) {
+			continue
+		}
+		e.dispatch(ctx, runCtx, work{id: id, workspace: st.WorkspaceID, module: st.Module})
 	}
 }
 
-// dispatch runs id in a slot unless this process works on it already. It blocks while every
-// slot is busy, which is the back-pressure on the feed.
-func (e *Executor) dispatch(ctx, runCtx context.Context, id string) {
+// work is an execution to run and what the slots and the run path need to know of it; state,
+// when it exists, is the execution as just submitted.
+type work struct {
+	id, workspace, module string
+	state                 execution.State
+}
+
+// dispatch queues w for a slot in its workspace's turn unless this process works on it
+// already.
+func (e *Executor) dispatch(ctx, runCtx context.Context, w work) {
 	e.mu.Lock()
-	if e.inflight[id] {
+	if e.inflight[w.id] {
 		e.mu.Unlock()
 		return
 	}
-	e.inflight[id] = true
-	e.mu.Unlock()
-	select {
-	case e.slots <- struct{}{}:
-	case <-ctx.Done():
-		e.release(id)
-		return
-	}
+	e.inflight[w.id] = true
 	e.wg.Add(1)
-	go func() {
+	e.mu.Unlock()
+	e.metrics.queued.Inc()
+	e.slots.submit(w.workspace, func() {
 		defer e.wg.Done()
-		defer e.release(id)
-		defer func() { <-e.slots }()
-		e.process(ctx, runCtx, id)
-	}()
+		e.metrics.queued.Dec()
+		st := e.process(ctx, runCtx, w)
+		e.release(w.id, st)
+	})
 }
 
-func (e *Executor) release(id string) {
+func (e *Executor) running(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inflight[id]
+}
+
+// release ends this process's work on id and hands st to whoever waits for it.
+func (e *Executor) release(id string, st execution.State) {
 	e.mu.Lock()
 	delete(e.inflight, id)
 	e.mu.Unlock()
+	e.notify(id, st)
 }
 
-// process claims id and runs its attempts until it ends, its lease is lost, or the process
-// stops claiming (ctx ends; a retry then waits for a sweep of another instance).
-func (e *Executor) process(ctx, runCtx context.Context, id string) {
-	log := e.log.WithField("executionId", id)
-	st, err := e.claim(ctx, id)
-	for err == nil {
-		if st.CachedFrom != "" {
-			if done := e.follow(ctx, runCtx, st); done {
-				return
+func (e *Executor) notify(id string, st execution.State) {
+	e.mu.Lock()
+	chs := e.waiters[id]
+	delete(e.waiters, id)
+	e.mu.Unlock()
+	for _, ch := range chs {
+		ch <- st
+	}
+}
+
+// process runs w's attempts until it ends, its lease is lost, or the process stops claiming
+// (ctx ends; a retry then waits for a sweep of another instance). It returns the state last
+// recorded (zero when none was).
+func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State {
+	log := e.log.WithField("executionId", w.id)
+	var st execution.State
+	var err error
+	if m, ok := e.registry.Get(w.module); ok && modules.IsRepeatable(m) {
+		st, err = e.runUnclaimed(ctx, runCtx, w)
+	} else {
+		st, err = e.claim(ctx, w.id)
+	}
+	for err == nil && !st.Status.Terminal() {
+		if st.Status == execution.StatusRunning && st.Worker == e.opts.Worker && st.RetryAt.IsZero() {
+			if st.CachedFrom != "" {
+				if next, done := e.follow(ctx, runCtx, st); done {
+					return next
+				}
 			}
+			st, err = e.attempt(runCtx, st)
+			continue
 		}
-		st, err = e.attempt(runCtx, st)
-		if err != nil || st.Status.Terminal() || st.RetryAt.IsZero() {
+		if st.RetryAt.IsZero() || !sleepUntil(ctx, e.cmds.Now(), st.RetryAt) {
 			break
 		}
-		if !sleepUntil(ctx, e.cmds.Now(), st.RetryAt) {
-			return
-		}
-		st, err = e.claim(ctx, id)
+		st, err = e.claim(ctx, w.id)
 	}
 	switch {
-	case err == nil, errors.Is(err, execution.ErrNotClaimable), errors.Is(err, execution.ErrLeaseLost):
+	case err == nil, errors.Is(err, execution.ErrLeaseLost):
+	case errors.Is(err, execution.ErrNotClaimable):
+		e.metrics.lost.Inc()
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 	default:
 		log.WithError(err).Error("execution step failed; a sweep will retry it")
 	}
+	return st
 }
 
 func (e *Executor) claim(ctx context.Context, id string) (execution.State, error) {
+	e.metrics.claims.Inc()
 	return e.cmds.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
 }
 

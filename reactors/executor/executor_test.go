@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
@@ -44,7 +45,7 @@ func (c *counter) module(t *testing.T) modules.Module {
 }
 
 func registry(t *testing.T, extra ...modules.Module) *modules.Registry {
-	r := modules.Builtins(modules.BuiltinOptions{})
+	r := modules.Builtins(modules.BuiltinsConfig{})
 	for _, m := range extra {
 		if err := r.Register(m); err != nil {
 			t.Fatal(err)
@@ -63,27 +64,35 @@ func quietLog() logrus.FieldLogger {
 // separate serve process would.
 func startExecutor(t *testing.T, env *testenv.Env, reg *modules.Registry, name string) context.CancelFunc {
 	t.Helper()
-	cmds := commands.New(env.Store)
+	_, stop := startInstance(t, env, reg, executor.Config{Worker: name, Concurrency: 16})
+	return stop
+}
+
+// startInstance runs an executor as startExecutor does and returns the command handler of its
+// process, on which submits are handed to it directly.
+func startInstance(t *testing.T, env *testenv.Env, reg *modules.Registry, opts executor.Config) (*commands.Handler, context.CancelFunc) {
+	t.Helper()
+	cmds := commands.New(env.Store, commands.WithModules(reg))
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), reg, hub, executor.Options{Worker: name, Concurrency: 16,
-		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond, RetryBackoff: 10 * time.Millisecond, Logger: quietLog()})
-	return testenv.Go(t, ex.Run)
+	opts.SweepInterval, opts.SweepGrace, opts.RetryBackoff = 100*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond
+	opts.Logger = quietLog()
+	ex := executor.New(cmds, projections.NewQueries(env.Pool), reg, hub, opts)
+	stop := testenv.Go(t, ex.Run)
+	testenv.Eventually(t, 30*time.Second, "the executor to take submits", func() bool {
+		return ex.Running()
+	})
+	return cmds, stop
 }
 
 func submit(t *testing.T, cmds *commands.Handler, ws, module, input string, attempts int) execution.State {
 	t.Helper()
-	m, ok := registry(t).Get(module)
-	cost := int64(1000)
-	if ok {
-		cost = m.CostMilli()
-	}
 	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: module,
-		Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: attempts, CostMilli: cost})
+		Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: attempts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +130,7 @@ func TestFailingModuleUsesEveryAttempt(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	startExecutor(t, env, registry(t), "a")
 	st, err := env.Cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.fail",
-		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{"message":"nope"}`), Attempts: 3, CostMilli: 1000})
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{"message":"nope"}`), Attempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +155,7 @@ func TestCompetingExecutorsRunEachExecutionOnce(t *testing.T) {
 	reg := registry(t, c.module(t))
 	startExecutor(t, env, reg, "a")
 	startExecutor(t, env, reg, "b")
+	cmds := commands.New(env.Store, commands.WithModules(reg))
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	var failed atomic.Int32
@@ -153,8 +163,8 @@ func TestCompetingExecutorsRunEachExecutionOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := env.Cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
-				Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1, CostMilli: 1000})
+			st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
+				Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1})
 			if err != nil {
 				failed.Add(1)
 				return
@@ -208,7 +218,7 @@ func TestCacheWindowRepeatIsFree(t *testing.T) {
 	startExecutor(t, env, registry(t), "a")
 	call := func(input string) execution.State {
 		st, err := env.Cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
-			Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: 1, CostMilli: 1000, CacheWindow: time.Minute})
+			Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,4 +238,158 @@ func TestCacheWindowRepeatIsFree(t *testing.T) {
 func jsonEqual(raw json.RawMessage, want string) bool {
 	var a, b any
 	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// gate is a module whose runs block until the test ends, counting the runs under way.
+type gate struct {
+	open    chan struct{}
+	started atomic.Int32
+}
+
+func (g *gate) module(t *testing.T) modules.Module {
+	m, err := modules.NewModule(modules.Definition{Name: "test.gate", CostMilli: 1000, Timeout: 10 * time.Minute,
+		Run: func(ctx context.Context, call modules.Call) (json.RawMessage, error) {
+			g.started.Add(1)
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return call.Input, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(g.open) })
+	return m
+}
+
+// One workspace's backlog holds at most its share of the slots: another workspace's call
+// with waitForMs still runs at once.
+func TestWorkspaceBacklogLeavesSlotsForOthers(t *testing.T) {
+	env := testenv.New(t)
+	g := &gate{open: make(chan struct{})}
+	reg := registry(t, g.module(t))
+	const slots, share = 8, 50
+	cmds, _ := startInstance(t, env, reg, executor.Config{Worker: "a", Concurrency: slots, WorkspaceShare: share})
+	busy, other := env.Workspace(t, 1000), env.Workspace(t, 10)
+	for i := range 150 {
+		if _, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: busy, Module: "test.gate",
+			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the busy workspace to fill its share", func() bool {
+		return g.started.Load() == slots*share/100
+	})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: other, Module: "core.echo",
+		Input: json.RawMessage(`{"x":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != execution.StatusCompleted {
+		t.Fatalf("the other workspace's echo answered %s while the busy one's backlog waited", st.Status)
+	}
+	if n := g.started.Load(); n != slots*share/100 {
+		t.Fatalf("the busy workspace runs %d calls at once, more than its share of %d", n, slots*share/100)
+	}
+}
+
+// A submit with WaitFor on an instance running an executor is run there and answers with the
+// ended execution, recorded once in the log.
+func TestWaitingSubmitRunsOnTheAcceptingInstance(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{"hello":"world"}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != execution.StatusCompleted || !jsonEqual(st.Output, `{"hello":"world"}`) || st.TotalUsage != billing.FromWhole(1) {
+		t.Fatalf("waiting submit answered %+v", st.Record())
+	}
+	evs, err := env.Store.ReadStream(context.Background(), commands.ExecutionStream(st.ID), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	if fmt.Sprint(types) != "[ExecutionSubmitted ExecutionStarted ExecutionCompleted]" {
+		t.Fatalf("events of the execution: %v", types)
+	}
+	if bal, _ := cmds.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+		t.Fatalf("balance %v, want 9", bal.Total())
+	}
+}
+
+// Two instances each run what they accepted: no claim is lost to the other.
+func TestInstancesRunWhatTheyAcceptWithoutLosingClaims(t *testing.T) {
+	env := testenv.New(t)
+	const n = 100
+	ws := env.Workspace(t, 2*n)
+	c := &counter{runs: map[string]int{}}
+	reg := registry(t, c.module(t))
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	var handlers []*commands.Handler
+	for i, name := range []string{"a", "b"} {
+		h, _ := startInstance(t, env, reg, executor.Config{Worker: name, Concurrency: 16, TakeoverGrace: time.Hour, Registerer: regs[i]})
+		handlers = append(handlers, h)
+	}
+	var ids [2][]string
+	for i := range 2 * n {
+		st, err := handlers[i%2].SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
+			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i%2] = append(ids[i%2], st.ID)
+	}
+	for i, name := range []string{"a", "b"} {
+		for _, id := range ids[i] {
+			if st := waitTerminal(t, env.Cmds, id); st.Status != execution.StatusCompleted {
+				t.Fatalf("%s: %s", id, st.Status)
+			}
+			var started execution.Started
+			evs, err := env.Store.ReadStream(context.Background(), commands.ExecutionStream(id), 1, 1)
+			if err != nil || len(evs) != 1 || json.Unmarshal(evs[0].Data, &started) != nil || started.Worker != name {
+				t.Fatalf("%s accepted by %s was claimed by %q", id, name, started.Worker)
+			}
+		}
+	}
+	for i, reg := range regs {
+		if lost := counterValue(t, reg, "switchyard_executor_claims_lost_total"); lost != 0 {
+			t.Fatalf("instance %d lost %v claims", i, lost)
+		}
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// An executor stopped while it starts (serve told to stop at once) stops cleanly: its
+// context's end is not an error.
+func TestStopDuringStartUpIsClean(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
+	ex := executor.New(commands.New(env.Store), projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Logger: quietLog()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ex.Run(ctx); err != nil {
+		t.Fatalf("run stopped during start-up = %v, want nil", err)
+	}
 }

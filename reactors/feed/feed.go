@@ -1,6 +1,8 @@
 // Package feed is the reactors' live view of the event log: events after the head at the
 // moment it opens, in order, surviving subscription errors by resubscribing from the last
-// event delivered, so a reactor never sees a gap.
+// event delivered, so a reactor never sees a gap. With the PostgreSQL event store every feed of
+// a process is fed by the store's one shared log tail (eventstore/postgres, tail.go), so a
+// feed adds no reads of the log of its own once it has caught up.
 package feed
 
 import (

@@ -101,6 +101,9 @@ func (h *Hub) notify(stream string) {
 func (h *Hub) Start(ctx context.Context) error {
 	events, err := feed.Open(ctx, h.store, h.filter, h.log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped during start-up: there is nothing left to watch for
+		}
 		return fmt.Errorf("live hub: %w", err)
 	}
 	go func() {

@@ -90,3 +90,15 @@ func TestUntilWaitsForTheCondition(t *testing.T) {
 		t.Fatal("Until must end with the context's error")
 	}
 }
+
+// A hub started with a context that has already ended (serve told to stop at once) starts
+// cleanly: the context's end is not an error.
+func TestStartAfterStopIsClean(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatalf("start with an ended context = %v, want nil", err)
+	}
+}

@@ -31,9 +31,10 @@ import (
 // LockFunc runs fn while this process holds the scheduler's lock (projections.HoldLock).
 type LockFunc func(ctx context.Context, fn func(context.Context) error) error
 
-// Options configures a Scheduler.
-type Options struct {
-	// Lock elects the one scheduling instance; nil schedules without one (a single process).
+// Config configures a Scheduler.
+type Config struct {
+	// Lock elects the one scheduling instance; nil (the default) schedules without one, for a
+	// single process.
 	Lock LockFunc
 	// SweepInterval is how often runs that stopped moving are reconciled. Default 2s.
 	SweepInterval time.Duration
@@ -41,14 +42,15 @@ type Options struct {
 	SweepGrace time.Duration
 	// Concurrency bounds the runs stepped at once. Default 32.
 	Concurrency int
-	Logger      logrus.FieldLogger
+	// Logger receives the scheduler's warnings; default logrus.StandardLogger().
+	Logger logrus.FieldLogger
 }
 
 // Scheduler advances runs.
 type Scheduler struct {
 	cmds    *commands.Handler
 	queries *projections.Queries
-	opts    Options
+	opts    Config
 	log     logrus.FieldLogger
 	slots   chan struct{}
 
@@ -58,25 +60,46 @@ type Scheduler struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a scheduler; Run starts it.
-func New(cmds *commands.Handler, queries *projections.Queries, opts Options) *Scheduler {
-	if opts.SweepInterval <= 0 {
-		opts.SweepInterval = 2 * time.Second
+// setDefaults fills zero values and repairs negative ones with the default, so that New,
+// which returns no error, always gets a valid Config.
+func (c *Config) setDefaults() {
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 2 * time.Second
 	}
-	if opts.SweepGrace <= 0 {
-		opts.SweepGrace = 5 * time.Second
+	if c.SweepGrace <= 0 {
+		c.SweepGrace = 5 * time.Second
 	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
 	}
-	if opts.Logger == nil {
-		opts.Logger = logrus.StandardLogger()
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
 	}
-	if opts.Lock == nil {
-		opts.Lock = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+	if c.Lock == nil {
+		c.Lock = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
 	}
-	return &Scheduler{cmds: cmds, queries: queries, opts: opts, log: opts.Logger.WithField("component", "scheduler"),
-		slots: make(chan struct{}, opts.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{}}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c Config) Validate() error {
+	switch {
+	case c.SweepInterval < 0:
+		return fmt.Errorf("scheduler: SweepInterval %v: must not be negative", c.SweepInterval)
+	case c.SweepGrace < 0:
+		return fmt.Errorf("scheduler: SweepGrace %v: must not be negative", c.SweepGrace)
+	case c.Concurrency < 0:
+		return fmt.Errorf("scheduler: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
+	}
+	return nil
+}
+
+// New returns a scheduler; Run starts it. It calls cfg.setDefaults, which repairs what
+// Validate would refuse, so it needs no error result.
+func New(cmds *commands.Handler, queries *projections.Queries, cfg Config) *Scheduler {
+	cfg.setDefaults()
+	return &Scheduler{cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
+		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{}}
 }
 
 // Run schedules while it holds the lock, waiting for it again if it loses it, until ctx ends.
@@ -288,12 +311,16 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 	return nil
 }
 
-// factsOf is what an execution's state says about its stage.
+// factsOf is what an execution's state says about its stage. An ended execution also says
+// which attempt it started last: a sweep that finds it ended before the live feed delivered
+// its Started events must not leave the stage at an earlier attempt, since the stage is
+// terminal once the end is recorded and later Started facts are ignored.
 func factsOf(ex execution.State) []run.Fact {
-	f := run.Fact{ExecutionID: ex.ID, Attempt: ex.Attempt, At: ex.UpdatedAt}
+	started := run.Fact{ExecutionID: ex.ID, Kind: run.FactStarted, Attempt: ex.Attempt, At: ex.UpdatedAt}
+	f := started
 	switch ex.Status {
 	case execution.StatusRunning:
-		f.Kind = run.FactStarted
+		return []run.Fact{started}
 	case execution.StatusCompleted:
 		f.Kind, f.Output, f.Usage = run.FactCompleted, ex.Output, ex.TotalUsage
 	case execution.StatusFailed:
@@ -301,5 +328,8 @@ func factsOf(ex execution.State) []run.Fact {
 	default:
 		return nil
 	}
-	return []run.Fact{f}
+	if ex.Attempt == 0 {
+		return []run.Fact{f} // ended without starting (cancelled or refused while queued)
+	}
+	return []run.Fact{started, f}
 }

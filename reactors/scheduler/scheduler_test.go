@@ -39,8 +39,8 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinOptions{}), hub,
-		executor.Options{Concurrency: 32, SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
+	ex := executor.New(cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinsConfig{}), hub,
+		executor.Config{Concurrency: 32, SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 			RetryBackoff: 10 * time.Millisecond, Logger: quietLog()})
 	testenv.Go(t, ex.Run)
 }
@@ -48,7 +48,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.
 func startScheduler(t testing.TB, env *testenv.Env) context.CancelFunc {
 	t.Helper()
-	s := scheduler.New(commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Options{Logger: quietLog(),
+	s := scheduler.New(commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
 		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)
@@ -213,6 +213,41 @@ func TestDispatchedStageWithoutExecutionIsSubmittedOnReconcile(t *testing.T) {
 	st := waitRun(t, env, id)
 	if st.Status != run.StatusCompleted || !jsonEqual(st.Stages[1].Output, `{"k":1}`) {
 		t.Fatalf("run %+v", st.Detail())
+	}
+}
+
+// A stage whose execution used all its attempts before the scheduler saw any of its events
+// (a scheduler that took over, or a feed running behind its sweep) records the last attempt,
+// not the first.
+func TestSweptFailedStageRecordsItsLastAttempt(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	wf := create(t, env, ws, `{"name": "fails", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "bad", "module": "core.fail", "attempts": 3, "config": {"code": "boom"}}],
+	  "edges": [{"from": "t", "to": "bad"}]}`)
+	id := trigger(t, env, ws, wf, `{}`)
+	st, dispatched, err := env.Cmds.StepRun(context.Background(), id, nil)
+	if err != nil || len(dispatched) != 1 {
+		t.Fatalf("step: %v %v", dispatched, err)
+	}
+	if err := env.Cmds.SubmitStage(context.Background(), &st, dispatched[0]); err != nil {
+		t.Fatal(err)
+	}
+	startExecutor(t, env)
+	testenv.Eventually(t, 60*time.Second, "the stage's execution to fail", func() bool {
+		ex, err := env.Cmds.Execution(context.Background(), dispatched[0].ExecutionID)
+		return err == nil && ex.Status == execution.StatusFailed
+	})
+	env.CaughtUp(t, "runs")
+	startScheduler(t, env) // its feed opens after every event of the execution: only the sweep sees them
+	ended := waitRun(t, env, id)
+	d := ended.Detail()
+	if d.Status != run.StatusFailed || len(d.RunStages) != 2 {
+		t.Fatalf("run %+v", d)
+	}
+	if bad := d.RunStages[1]; bad.Status != run.StageStatusFailed || bad.ExecutionAttempt != 3 {
+		t.Fatalf("failed stage %+v, want attempt 3", bad)
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/configcheck"
 	"github.com/switchyard/switchyard/modules/netguard"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
@@ -68,7 +69,7 @@ var (
 	aadHeaders = []byte("callbackHeaders")
 )
 
-// Defaults of Options; docs/webhooks.md describes the schedule.
+// Defaults of Config; docs/webhooks.md describes the schedule.
 const (
 	DefaultTimeout       = 10 * time.Second
 	DefaultRetryBase     = 5 * time.Second
@@ -77,8 +78,8 @@ const (
 	maxResponseDrain     = 64 << 10
 )
 
-// Options configures a Dispatcher.
-type Options struct {
+// Config configures a Dispatcher.
+type Config struct {
 	// Worker names this process in claims; default host name and a random suffix.
 	Worker string
 	// Concurrency bounds the deliveries in flight in this process. Default 32.
@@ -103,6 +104,7 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// Client replaces the HTTP client built from AllowPrivate and RootCAs (benchmarks).
 	Client *http.Client
+	// Logger receives delivery failures; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
 
@@ -113,9 +115,10 @@ type Dispatcher struct {
 	queries *projections.Queries
 	sealer  *seal.Sealer
 	client  *http.Client
-	opts    Options
+	opts    Config
 	log     logrus.FieldLogger
 	slots   chan struct{}
+	ready   chan struct{}
 
 	mu       sync.Mutex
 	inflight map[string]bool
@@ -124,35 +127,63 @@ type Dispatcher struct {
 	wg       sync.WaitGroup
 }
 
-// New returns a dispatcher; Run starts it.
-func New(cmds *commands.Handler, queries *projections.Queries, sealer *seal.Sealer, opts Options) *Dispatcher {
-	if opts.Worker == "" {
+// setDefaults fills zero values and repairs negative ones with the default, so that New,
+// which returns no error, always gets a valid Config.
+func (c *Config) setDefaults() {
+	if c.Worker == "" {
 		host, _ := os.Hostname()
-		opts.Worker = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
+		c.Worker = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
 	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
 	}
-	if opts.RetryFactor <= 0 {
-		opts.RetryFactor = DefaultRetryFactor
+	if c.RetryFactor <= 0 {
+		c.RetryFactor = DefaultRetryFactor
 	}
-	opts.Timeout = orDefault(opts.Timeout, DefaultTimeout)
-	opts.RetryBase = orDefault(opts.RetryBase, DefaultRetryBase)
-	opts.MaxRetryDelay = orDefault(opts.MaxRetryDelay, DefaultMaxRetryDelay)
-	opts.LeaseMargin = orDefault(opts.LeaseMargin, 5*time.Second)
-	opts.SweepInterval = orDefault(opts.SweepInterval, time.Second)
-	opts.SweepGrace = orDefault(opts.SweepGrace, 2*time.Second)
-	if opts.Logger == nil {
-		opts.Logger = logrus.StandardLogger()
+	configcheck.SetDefaults(c.durations(), true)
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
 	}
+}
+
+// Validate reports the first field out of range, by name. Zero values are valid: they take
+// the default.
+func (c Config) Validate() error {
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("webhooks: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
+	case c.RetryFactor < 0:
+		return fmt.Errorf("webhooks: RetryFactor %d: must be at least 1 (0 takes the default)", c.RetryFactor)
+	}
+	return configcheck.NotNegative("webhooks", c.durations())
+}
+
+func (c *Config) durations() []configcheck.Duration {
+	return []configcheck.Duration{{Name: "Timeout", Value: &c.Timeout, Default: DefaultTimeout},
+		{Name: "RetryBase", Value: &c.RetryBase, Default: DefaultRetryBase},
+		{Name: "MaxRetryDelay", Value: &c.MaxRetryDelay, Default: DefaultMaxRetryDelay},
+		{Name: "LeaseMargin", Value: &c.LeaseMargin, Default: 5 * time.Second},
+		{Name: "SweepInterval", Value: &c.SweepInterval, Default: time.Second},
+		{Name: "SweepGrace", Value: &c.SweepGrace, Default: 2 * time.Second}}
+}
+
+// New returns a dispatcher; Run starts it. It calls opts.setDefaults, which repairs what
+// Validate would refuse, so it needs no error result.
+func New(cmds *commands.Handler, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
+	opts.setDefaults()
 	client := opts.Client
 	if client == nil {
 		client = NewClient(opts.AllowPrivate, opts.RootCAs, opts.Timeout)
 	}
 	return &Dispatcher{cmds: cmds, store: cmds.Store(), queries: queries, sealer: sealer, client: client, opts: opts,
 		log:   opts.Logger.WithFields(logrus.Fields{"component": "webhooks", "worker": opts.Worker}),
-		slots: make(chan struct{}, opts.Concurrency), inflight: map[string]bool{}, timers: map[string]*time.Timer{}}
+		slots: make(chan struct{}, opts.Concurrency), ready: make(chan struct{}),
+		inflight: map[string]bool{}, timers: map[string]*time.Timer{}}
 }
+
+// Ready is closed once Run follows the log: an execution that ends after it is delivered by
+// the live path, without waiting for a sweep.
+func (d *Dispatcher) Ready() <-chan struct{} { return d.ready }
 
 // NewClient is the delivery HTTP client: every connection goes through the SSRF guard (unless
 // allowPrivate), roots adds trusted CAs, redirects are not followed (a 3xx is a failed
@@ -165,20 +196,17 @@ func NewClient(allowPrivate bool, roots *x509.CertPool, timeout time.Duration) *
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
 // Run delivers until ctx ends, then waits for the requests in flight (each bounded by Timeout).
 func (d *Dispatcher) Run(ctx context.Context) error {
 	terminals, err := feed.Open(ctx, d.store, eventstore.Filter{Types: []string{
 		execution.Completed{}.EventType(), execution.Failed{}.EventType(), execution.WebhookReplayRequested{}.EventType()}}, d.log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped during start-up: a clean stop
+		}
 		return fmt.Errorf("webhooks: %w", err)
 	}
+	close(d.ready)
 	sweep := time.NewTicker(d.opts.SweepInterval)
 	defer sweep.Stop()
 	d.sweep(ctx)
@@ -317,6 +345,8 @@ func (d *Dispatcher) send(ctx context.Context, st execution.State, attempt int) 
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
+		// The full error, with addresses, for operators only.
+		d.log.WithField("executionId", st.ID).WithField("attempt", attempt).WithError(err).Debug("webhook request failed")
 		return execution.WebhookOutcome{Error: networkError(err, d.opts.Timeout), RetryIn: d.backoff(st, attempt, 0)}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseDrain))
@@ -440,23 +470,20 @@ func errorJSON(statusCode int, networkErr, message string) json.RawMessage {
 	return b
 }
 
+// networkError describes a failed request in words (netguard.Describe): the error's own text
+// names the address the callback's host resolved to and the DNS resolver's, which lastError,
+// shown to the caller, must not.
 func networkError(err error, timeout time.Duration) json.RawMessage {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the URL is the caller's own; the message need not repeat it
-	}
+	var ce *tls.CertificateVerificationError
 	switch {
 	case errors.Is(err, netguard.ErrBlockedAddress):
-		return errorJSON(0, "blocked_address", err.Error()+" (private, loopback, link-local and metadata addresses are refused)")
+		return errorJSON(0, "blocked_address", "destination refused: "+netguard.Describe(err))
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return errorJSON(0, "timeout", fmt.Sprintf("no answer within %s", timeout))
-	default:
-		var ce *tls.CertificateVerificationError
-		if errors.As(err, &ce) {
-			return errorJSON(0, "tls", err.Error())
-		}
-		return errorJSON(0, "connection", err.Error())
+	case errors.As(err, &ce):
+		return errorJSON(0, "tls", netguard.Describe(err))
 	}
+	return errorJSON(0, "connection", netguard.Describe(err))
 }
 
 func isTimeout(err error) bool {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/client/webhook"
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/seal"
@@ -89,7 +92,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	env := testenv.New(t)
-	return &fixture{env: env, ws: env.Workspace(t, 0), sealer: s}
+	return &fixture{env: env, ws: env.Workspace(t, 100000), sealer: s}
 }
 
 func quiet() logrus.FieldLogger {
@@ -98,42 +101,45 @@ func quiet() logrus.FieldLogger {
 	return l
 }
 
-// start runs a dispatcher with quick retries trusting rc's certificate.
+// start runs a dispatcher with quick retries trusting rc's certificate, and returns once it
+// follows the log: a test that ends an execution right after must not race the subscription
+// and fall back on the sweep, which on a busy machine waits for the read model to catch up.
+// The request timeout is generous for the same reason: a TLS handshake with both cores busy can
+// take seconds, and no test here waits for it to expire.
 func (f *fixture) start(t *testing.T, rc *receiver, worker string, allowPrivate bool) {
 	t.Helper()
-	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Options{Worker: worker,
+	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: worker,
 		AllowPrivate: allowPrivate, RootCAs: rc.roots(), RetryBase: 20 * time.Millisecond, RetryFactor: 2,
-		LeaseMargin: 100 * time.Millisecond, Timeout: 2 * time.Second, SweepInterval: 50 * time.Millisecond,
+		LeaseMargin: 100 * time.Millisecond, Timeout: 15 * time.Second, SweepInterval: 50 * time.Millisecond,
 		SweepGrace: 50 * time.Millisecond, Logger: quiet()})
 	testenv.Go(t, d.Run)
+	select {
+	case <-d.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the dispatcher did not start following the log")
+	}
 }
 
 // finished submits an execution with the callback and completes it.
 func (f *fixture) finished(t testing.TB, callbackURL, secret string, headers map[string]string, attempts int) string {
 	t.Helper()
 	ctx := context.Background()
-	cb := execution.Callback{URL: callbackURL}
-	if secret != "" {
-		sealed, err := f.sealer.Seal([]byte(secret), []byte("callbackSecret"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb.SealedSecret = sealed
+	var st execution.State
+	var err error
+	if strings.HasPrefix(callbackURL, "http:") {
+		// The submit refuses plain http; the dispatcher must refuse it too, for an event that
+		// got into the log some other way.
+		st.ID = uuid.NewString()
+		raw, _ := json.Marshal(execution.Submitted{ExecutionID: st.ID, WorkspaceID: f.ws, Module: "core.echo",
+			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts,
+			Callback: execution.Callback{URL: callbackURL}, At: time.Now().UTC()})
+		_, err = f.env.Store.Append(ctx, commands.ExecutionStream(st.ID), eventstore.NoStream(),
+			eventstore.EventData{ID: uuid.New(), Type: execution.Submitted{}.EventType(), Data: raw})
+	} else {
+		cb := commands.CallbackRequest{URL: callbackURL, Secret: secret, Headers: headers}
+		st, err = commands.New(f.env.Store, commands.WithSealer(f.sealer)).SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: f.ws,
+			Module: "core.echo", Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts, Callback: cb})
 	}
-	if len(headers) > 0 {
-		plain, _ := json.Marshal(headers)
-		sealed, err := f.sealer.Seal(plain, []byte("callbackHeaders"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb.SealedHeaders = sealed
-		for name := range headers {
-			cb.HeaderNames = append(cb.HeaderNames, name)
-		}
-		slices.Sort(cb.HeaderNames)
-	}
-	st, err := f.env.Cmds.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: f.ws, Module: "core.echo",
-		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts, Callback: cb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +156,7 @@ func (f *fixture) finished(t testing.TB, callbackURL, secret string, headers map
 func (f *fixture) settled(t *testing.T, id string) execution.State {
 	t.Helper()
 	var st execution.State
-	testenv.Eventually(t, 20*time.Second, "the delivery round of "+id+" to end", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the delivery round of "+id+" to end", func() bool {
 		var err error
 		st, err = commands.New(f.env.Store).Execution(context.Background(), id)
 		return err == nil && st.Delivery.AttemptCount > 0 && !st.Delivery.Pending
@@ -328,13 +334,59 @@ func TestReplayRedeliversWithNextAttemptNumber(t *testing.T) {
 	if _, err := f.env.Cmds.ReplayWebhook(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, "the replayed delivery", func() bool { return len(rc.deliveries()) == 2 })
+	testenv.Eventually(t, 60*time.Second, "the replayed delivery", func() bool { return len(rc.deliveries()) == 2 })
 	st := f.settled(t, id)
 	if got := rc.deliveries()[1].header.Get("X-Delivery-Id"); got != id+":2" {
 		t.Fatalf("replay delivery id %q, want %s:2", got, id)
 	}
 	if st.Delivery.AttemptCount != 2 || !st.Delivery.DeliveredAt.After(first.Delivery.DeliveredAt) {
 		t.Fatalf("after replay: %+v", st.Delivery)
+	}
+}
+
+// A replay asked for while the round's last attempt is in flight, which then fails, still leads
+// to a delivery attempt made after the request (issue 14.5).
+func TestReplayDuringLastAttemptIsNotSwallowed(t *testing.T) {
+	f := newFixture(t)
+	inFlight, replayed := make(chan struct{}), make(chan struct{})
+	rc := newReceiver(t, func(n int, w http.ResponseWriter) {
+		switch n {
+		case 1:
+			w.WriteHeader(http.StatusInternalServerError)
+		case 2:
+			close(inFlight)
+			<-replayed
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	// Registered after the receiver, so it runs before the receiver's Close, which waits for
+	// the held request.
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(replayed) }) })
+	f.start(t, rc, "w1", true)
+	id := f.finished(t, rc.srv.URL, "", nil, 2)
+	select {
+	case <-inFlight:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the round's second attempt never came")
+	}
+	st, err := f.env.Cmds.ReplayWebhook(context.Background(), id)
+	release.Do(func() { close(replayed) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Delivery.AttemptCount != 2 {
+		t.Fatalf("replay asked during attempt %d, want 2", st.Delivery.AttemptCount)
+	}
+	testenv.Eventually(t, 60*time.Second, "a delivery after the replay", func() bool { return len(rc.deliveries()) >= 3 })
+	st = f.settled(t, id)
+	if got := rc.deliveries()[2].header.Get("X-Delivery-Id"); got != id+":3" {
+		t.Fatalf("delivery after the replay has id %q, want %s:3", got, id)
+	}
+	if st.Delivery.DeliveredAt.IsZero() || st.Delivery.AttemptCount != 3 {
+		t.Fatalf("after the replay: %+v", st.Delivery)
 	}
 }
 
@@ -421,8 +473,51 @@ func TestSSRFGuardRefusesPrivateDestinations(t *testing.T) {
 		if le.NetworkError != "blocked_address" {
 			t.Errorf("%s: lastError %s, want a blocked address", name, st.Delivery.LastError)
 		}
+		if name == "name resolving to lo" && (strings.Contains(le.Message, "127.0.0.1") || strings.Contains(le.Message, "::1")) {
+			t.Errorf("%s: lastError %s shows the resolved address", name, st.Delivery.LastError)
+		}
 	}
 	if n := len(rc.deliveries()); n != 0 {
 		t.Fatalf("the guarded dispatcher reached the loopback receiver %d times", n)
+	}
+}
+
+// A refused connection is described in words: lastError shows neither the resolved address
+// nor the dialler's wording (issue 14.11).
+func TestNetworkErrorShowsNoAddress(t *testing.T) {
+	f := newFixture(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close() // nothing listens there any more
+	rc := newReceiver(t, nil)
+	f.start(t, rc, "w1", true)
+	st := f.settled(t, f.finished(t, "https://localhost:"+port+"/", "", nil, 1))
+	var le struct {
+		NetworkError string `json:"networkError"`
+		Message      string `json:"message"`
+	}
+	_ = json.Unmarshal(st.Delivery.LastError, &le)
+	if le.NetworkError != "connection" || !strings.Contains(le.Message, "refused") {
+		t.Fatalf("lastError %s, want a refused connection", st.Delivery.LastError)
+	}
+	for _, leak := range []string{"127.0.0.1", "::1", "dial tcp", port} {
+		if strings.Contains(le.Message, leak) {
+			t.Fatalf("lastError message %q shows %q", le.Message, leak)
+		}
+	}
+}
+
+// A dispatcher stopped while it starts (serve told to stop at once) stops cleanly: its
+// context's end is not an error.
+func TestStopDuringStartUpIsClean(t *testing.T) {
+	f := newFixture(t)
+	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatalf("run stopped during start-up = %v, want nil", err)
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/config"
+)
+
+func newMigrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or update the event store and read-model schema (idempotent)",
+		Long: "Migrate creates the schema in a new database, or brings an existing one up to date, and\n" +
+			"says which it did: \"created the schema in a new database\", \"updated the schema\" or\n" +
+			"\"schema is up to date\". It needs no secret key.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.FromEnvironment()
+			if err != nil {
+				return err
+			}
+			pool, err := newPool(cmd.Context(), cfg.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := pool.Ping(cmd.Context()); err != nil {
+				return connectError(cfg, err)
+			}
+			before, err := readSchemaShape(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			a := &app{cfg: cfg, log: cfg.NewLogger(os.Stderr), pool: pool}
+			if err := a.migrate(cmd.Context()); err != nil {
+				return err
+			}
+			after, err := readSchemaShape(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), migrateOutcome(before, after))
+			return nil
+		},
+	}
+}
+
+// schemaShape summarises the database's own tables, columns, indexes and functions, so that
+// migrate can tell a new database from an updated or an unchanged one.
+type schemaShape struct {
+	switchyard  bool   // the projection checkpoints table exists: the schema was created before
+	tables      int    // tables outside the system schemas
+	fingerprint string // md5 of every relation, column, index and function definition
+}
+
+func readSchemaShape(ctx context.Context, pool *pgxpool.Pool) (schemaShape, error) {
+	var s schemaShape
+	err := pool.QueryRow(ctx, `
+		WITH own AS (SELECT oid, nspname FROM pg_namespace
+		             WHERE nspname NOT IN ('pg_catalog', 'information_schema')
+		               AND nspname NOT LIKE 'pg\_toast%' AND nspname NOT LIKE 'pg\_temp%'),
+		parts AS (
+			SELECT own.nspname || '.' || c.relname || ':' || c.relkind::text || ':' ||
+			       coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
+			                                   CASE WHEN a.attnotnull THEN ' not null' ELSE '' END, ',' ORDER BY a.attnum)
+			                 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') ||
+			       coalesce(':' || pg_get_indexdef(c.oid), '') AS part
+			FROM pg_class c JOIN own ON own.oid = c.relnamespace
+			WHERE c.relkind IN ('r', 'p', 'i', 'v', 'm', 'S')
+			UNION ALL
+			SELECT own.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || '):' || md5(p.prosrc)
+			FROM pg_proc p JOIN own ON own.oid = p.pronamespace)
+		SELECT to_regclass('projection_checkpoints') IS NOT NULL,
+		       (SELECT count(*) FROM pg_class c JOIN own ON own.oid = c.relnamespace WHERE c.relkind IN ('r', 'p')),
+		       coalesce(md5(string_agg(part, ';' ORDER BY part)), '')
+		FROM parts`).Scan(&s.switchyard, &s.tables, &s.fingerprint)
+	if err != nil {
+		return s, fmt.Errorf("read the database's schema: %w", err)
+	}
+	return s, nil
+}
+
+// migrateOutcome is migrate's one line of output.
+func migrateOutcome(before, after schemaShape) string {
+	switch {
+	case !before.switchyard:
+		return fmt.Sprintf("created the schema in a new database (%d tables)", after.tables)
+	case before.fingerprint != after.fingerprint:
+		return fmt.Sprintf("updated the schema (%d tables, %d before)", after.tables, before.tables)
+	default:
+		return "schema is up to date"
+	}
+}

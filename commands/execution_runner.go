@@ -1,0 +1,82 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
+)
+
+// Runner runs executions in this process. The executor registers itself (SetRunner), and a
+// submit is then handed to it at once instead of coming back to it through the log: the
+// submit records the runner's worker name, so other instances leave the execution alone
+// (docs/executions.md, "Claims").
+type Runner interface {
+	// Worker is the name the runner claims executions under.
+	Worker() string
+	// Take queues st to run here. The channel receives the state the runner last recorded
+	// once it is done with the execution (ended, or handed on to a retry or another
+	// instance); it is buffered, so nobody need read it.
+	Take(st execution.State) <-chan execution.State
+}
+
+type runnerBox struct{ r Runner }
+
+// SetRunner registers the process's runner (nil unregisters it).
+func (h *Handler) SetRunner(r Runner) {
+	if r == nil {
+		h.runner.Store(nil)
+		return
+	}
+	h.runner.Store(&runnerBox{r})
+}
+
+func (h *Handler) localRunner() Runner {
+	if b := h.runner.Load(); b != nil {
+		return b.r
+	}
+	return nil
+}
+
+// awaitLocal waits up to d for the local runner to finish st, returning the state it
+// recorded, or st when the wait ends first.
+func awaitLocal(ctx context.Context, st execution.State, done <-chan execution.State, d time.Duration) execution.State {
+	if done == nil || d <= 0 {
+		return st
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case end := <-done:
+		if end.Exists {
+			return end
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return st
+}
+
+// ClaimAndFinish records, in one append, the claim of the execution's next attempt by worker
+// and the outcome finish decides for it. It is for modules whose runs are harmless to repeat
+// (modules.Repeatable): they run before any claim, and should another worker claim the
+// execution first, this append fails on revision and is decided again, finding it no longer
+// claimable (execution.ErrNotClaimable); the output is then dropped.
+func (h *Handler) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
+	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
+		claim, err := execution.DecideStart(s, worker, lease, h.now())
+		if err != nil {
+			return nil, err
+		}
+		started := s
+		for _, e := range claim {
+			started = started.Evolve(e)
+		}
+		outcome, err := finish(started)
+		if err != nil {
+			return nil, err
+		}
+		return append(claim, outcome...), nil
+	})
+}

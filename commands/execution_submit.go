@@ -1,0 +1,377 @@
+package commands
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/modules"
+)
+
+// Bounds of the callback fields of a submit.
+const (
+	MaxCallbackURL     = 2048
+	MaxCallbackSecret  = 1024
+	MaxCallbackHeaders = 20
+	MaxHeaderValue     = 4096
+)
+
+// SubmitExecution is a submit as a client sent it (SPEC.md 4.1), already parsed into fields of
+// the right JSON types. The command checks everything else before anything is appended: the
+// module, its config and input, text the event log cannot store, the callback; it prices the
+// call from the module and seals the callback's secrets.
+type SubmitExecution struct {
+	WorkspaceID string
+	APIKeyID    string
+	Module      string
+	Input       json.RawMessage
+	Config      json.RawMessage
+	Attempts    int
+	Callback    CallbackRequest
+	// IdempotencyKey, when set, maps every submit with the same key and BodyHash in 24 hours
+	// to one execution.
+	IdempotencyKey string
+	BodyHash       string
+	// CacheWindow is how long an identical call is free after the first; 0 disables it.
+	CacheWindow time.Duration
+	// WaitFor is how long the submit may wait for the execution to end when this process
+	// runs it (waitForMs); the answer is then the ended state. 0 answers at once.
+	WaitFor time.Duration
+}
+
+// CallbackRequest is the terminal webhook a submit asks for, in the clear: the command seals
+// Secret and the header values before they enter an event.
+type CallbackRequest struct {
+	URL     string
+	Secret  string
+	Headers map[string]string
+}
+
+// SubmitExecution accepts an execution and returns its state right after the submit. A call
+// the cache window covers reuses the first call's output for free; otherwise the workspace's
+// spendable balance must cover the module's cost (ErrInsufficientCredits). A refused submit
+// appends nothing: every check runs before the first append.
+func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execution.State, error) {
+	sub, err := h.prepareSubmit(c)
+	if err != nil {
+		return execution.State{}, err
+	}
+	id := uuid.NewString()
+	if c.IdempotencyKey != "" {
+		bound, err := h.boundExecution(ctx, c, id)
+		if err != nil {
+			return execution.State{}, err
+		}
+		if bound != "" {
+			prev, err := h.Execution(ctx, bound)
+			if !errors.Is(err, domain.ErrNotFound) {
+				return prev, err
+			}
+			id = bound // the first request stopped before creating it: create it now
+		}
+	}
+	window, leader, err := h.cacheLookup(ctx, c, sub.CostMilli)
+	if err != nil {
+		return execution.State{}, err
+	}
+	// Every check has passed: from here on, only appends.
+	if c.IdempotencyKey != "" {
+		bound, err := h.bindIdempotencyKey(ctx, c, id)
+		if err != nil {
+			return execution.State{}, err
+		}
+		if bound != id { // a concurrent submit with the key bound it first
+			if prev, err := h.Execution(ctx, bound); err == nil {
+				return prev, nil
+			}
+			id = bound
+		}
+	}
+	if window != "" && leader == "" {
+		if leader, err = h.openCacheWindow(ctx, window, id, c.CacheWindow); err != nil {
+			return execution.State{}, err
+		}
+	}
+	sub.ExecutionID, sub.CachedFrom = id, leader
+	runner := h.localRunner()
+	if runner != nil {
+		sub.Runner = runner.Worker()
+	}
+	st, created, err := h.appendSubmit(ctx, sub)
+	if err != nil || runner == nil || !created {
+		return st, err
+	}
+	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor), nil
+}
+
+// appendSubmit appends the submit and reports whether this call created the execution. A
+// fresh id cannot have a stream yet, so it is appended without reading one first.
+func (h *Handler) appendSubmit(ctx context.Context, sub execution.Submit) (execution.State, bool, error) {
+	var state execution.State
+	decide := func(s execution.State) ([]domain.Event, error) {
+		events, err := execution.DecideSubmit(s, sub, h.now())
+		state = s
+		for _, e := range events {
+			state = state.Evolve(e)
+		}
+		return events, err
+	}
+	events, err := decide(execution.State{})
+	if err != nil {
+		return execution.State{}, false, wrap("submit execution", err)
+	}
+	stream := ExecutionStream(sub.ExecutionID)
+	res, err := appendEvents(ctx, h, stream, eventstore.NoStream(), events)
+	if isConflict(err) { // submits of one idempotency key racing to create its execution
+		_, err = execute(ctx, h, stream, executionAgg, decide)
+		if errors.Is(err, domain.ErrAlreadyExists) {
+			st, err := h.Execution(ctx, sub.ExecutionID)
+			return st, false, err
+		}
+		if err != nil {
+			return execution.State{}, false, wrap("submit execution", err)
+		}
+		return state, true, nil
+	}
+	if err != nil {
+		return execution.State{}, false, wrap("submit execution", err)
+	}
+	h.cache.put(stream, loaded[execution.State]{state: state, revision: res.Revision, exists: true})
+	return state, true, nil
+}
+
+// prepareSubmit checks a submit without I/O and turns it into the domain's command: the
+// module's id (with its price) and the sealed callback. Errors are validation errors naming
+// the field.
+func (h *Handler) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+	if err := domain.CheckStorableString("module", c.Module); err != nil {
+		return execution.Submit{}, err
+	}
+	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
+		return execution.Submit{}, err
+	}
+	if err := domain.CheckStorableJSON("config", c.Config); err != nil {
+		return execution.Submit{}, err
+	}
+	if err := h.modules.Validate(c.Module, c.Config, c.Input); err != nil {
+		var ve *modules.ValidationError
+		if errors.As(err, &ve) {
+			return execution.Submit{}, domain.Invalid(ve.Field, "%s", ve.Message)
+		}
+		return execution.Submit{}, err
+	}
+	m, _ := h.modules.Get(c.Module)
+	if err := checkCallback(c.Callback); err != nil {
+		return execution.Submit{}, err
+	}
+	cb, err := h.sealCallback(c.Callback)
+	if err != nil {
+		return execution.Submit{}, err
+	}
+	return execution.Submit{WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID, Module: c.Module, Input: c.Input,
+		Config: c.Config, Attempts: c.Attempts, CostMilli: m.CostMilli(), Callback: cb}, nil
+}
+
+// checkCallback checks the callback fields: an absolute https URL without credentials, and
+// headers the delivery does not set itself.
+func checkCallback(cb CallbackRequest) error {
+	if cb.URL == "" {
+		if cb.Secret != "" || len(cb.Headers) > 0 {
+			return domain.Invalid("callbackUrl", "is required with callbackSecret or callbackHeaders")
+		}
+		return nil
+	}
+	if err := checkCallbackURL(cb.URL); err != nil {
+		return err
+	}
+	if err := domain.CheckStorableString("callbackSecret", cb.Secret); err != nil {
+		return err
+	}
+	if len(cb.Secret) > MaxCallbackSecret {
+		return domain.Invalid("callbackSecret", "must be at most %d characters", MaxCallbackSecret)
+	}
+	return checkCallbackHeaders(cb.Headers)
+}
+
+func checkCallbackURL(raw string) error {
+	if err := domain.CheckStorableString("callbackUrl", raw); err != nil {
+		return err
+	}
+	if len(raw) > MaxCallbackURL {
+		return domain.Invalid("callbackUrl", "must be at most %d characters", MaxCallbackURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Hostname() == "" {
+		return domain.Invalid("callbackUrl", "must be an absolute https URL")
+	}
+	if u.Scheme != "https" {
+		return domain.Invalid("callbackUrl", "must use https")
+	}
+	if u.User != nil {
+		return domain.Invalid("callbackUrl", "must not carry credentials; use callbackHeaders")
+	}
+	return nil
+}
+
+// reservedCallbackHeaders are set by the delivery itself (SPEC.md 6.1) and cannot be overridden.
+var reservedCallbackHeaders = map[string]bool{"content-type": true, "content-length": true, "host": true,
+	"user-agent": true, "x-delivery-id": true, "x-event": true, "x-signature": true, "x-signature-version": true,
+	"x-signature-timestamp": true, "transfer-encoding": true, "connection": true}
+
+func checkCallbackHeaders(h map[string]string) error {
+	if len(h) > MaxCallbackHeaders {
+		return domain.Invalid("callbackHeaders", "must have at most %d headers", MaxCallbackHeaders)
+	}
+	for name, value := range h {
+		if err := domain.CheckStorableString("callbackHeaders", name); err != nil {
+			return err
+		}
+		field := "callbackHeaders." + name
+		if !validHeaderName(name) {
+			return domain.Invalid(field, "is not a valid header name")
+		}
+		if reservedCallbackHeaders[strings.ToLower(name)] {
+			return domain.Invalid(field, "is set by the delivery and cannot be overridden")
+		}
+		if err := domain.CheckStorableString(field, value); err != nil {
+			return err
+		}
+		if len(value) > MaxHeaderValue || strings.ContainsAny(value, "\r\n\x00") {
+			return domain.Invalid(field, "must be a single-line value of at most %d characters", MaxHeaderValue)
+		}
+	}
+	return nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > 127 || !(c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
+			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~' ||
+			(c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+			return false
+		}
+	}
+	return true
+}
+
+// sealCallback seals the secret and header values: they enter the event log only encrypted,
+// bound to the field they belong to.
+func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) {
+	cb := execution.Callback{URL: req.URL}
+	if req.Secret == "" && len(req.Headers) == 0 {
+		return cb, nil
+	}
+	if h.sealer == nil {
+		return cb, errors.New("submit execution: no sealer configured for callback secrets")
+	}
+	if req.Secret != "" {
+		sealed, err := h.sealer.Seal([]byte(req.Secret), []byte("callbackSecret"))
+		if err != nil {
+			return cb, err
+		}
+		cb.SealedSecret = sealed
+	}
+	if len(req.Headers) > 0 {
+		plain, err := json.Marshal(req.Headers)
+		if err != nil {
+			return cb, err
+		}
+		if cb.SealedHeaders, err = h.sealer.Seal(plain, []byte("callbackHeaders")); err != nil {
+			return cb, err
+		}
+		for name := range req.Headers {
+			cb.HeaderNames = append(cb.HeaderNames, name)
+		}
+		sort.Strings(cb.HeaderNames)
+	}
+	return cb, nil
+}
+
+// cacheLookup decides, without appending, whether the call is free: it returns the cache
+// window's stream ("" when windows are off) and the execution whose output the call reuses,
+// or "" after checking the balance.
+func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, string, error) {
+	stream := ""
+	if c.CacheWindow > 0 {
+		key, err := CacheKey(c.WorkspaceID, c.Module, c.Input, c.Config)
+		if err != nil {
+			return "", "", err
+		}
+		stream = eventstore.StreamName(execution.CacheCategory, key)
+		w, err := load(ctx, h, stream, cacheWindowAgg)
+		if err != nil {
+			return "", "", err
+		}
+		if leader, ok := w.state.Leader(h.now()); ok {
+			return stream, leader, nil
+		}
+	}
+	if err := h.checkBalance(ctx, c.WorkspaceID, costMilli); err != nil {
+		return "", "", err
+	}
+	return stream, "", nil
+}
+
+// openCacheWindow opens the window led by id, or returns the leader of a window another
+// submit opened since cacheLookup read it.
+func (h *Handler) openCacheWindow(ctx context.Context, stream, id string, window time.Duration) (string, error) {
+	leader := ""
+	_, err := execute(ctx, h, stream, cacheWindowAgg, func(w execution.CacheWindow) ([]domain.Event, error) {
+		leader, _ = w.Leader(h.now())
+		return execution.DecideOpenWindow(w, stream, id, window, h.now()), nil
+	})
+	if err != nil {
+		return "", wrap("cache window", err)
+	}
+	return leader, nil
+}
+
+func idempotencyStream(c SubmitExecution) string {
+	sum := sha256.Sum256([]byte(c.WorkspaceID + "\n" + c.IdempotencyKey))
+	return eventstore.StreamName(execution.IdempotencyCategory, hex.EncodeToString(sum[:]))
+}
+
+// boundExecution reads, without appending, the execution an earlier submit bound the key to
+// ("" when none); a key bound to another body is ErrIdempotencyKeyReused.
+func (h *Handler) boundExecution(ctx context.Context, c SubmitExecution, id string) (string, error) {
+	r, err := load(ctx, h, idempotencyStream(c), idempotencyAgg)
+	if err != nil {
+		return "", err
+	}
+	bound, _, err := execution.DecideIdempotencyKey(r.state, c.WorkspaceID, c.BodyHash, id, h.now())
+	if err != nil || bound == id {
+		return "", err
+	}
+	return bound, nil
+}
+
+// bindIdempotencyKey binds the key to id, or returns the execution a concurrent submit bound
+// it to first.
+func (h *Handler) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
+	bound := ""
+	_, err := execute(ctx, h, idempotencyStream(c), idempotencyAgg, func(r execution.IdempotencyRecord) ([]domain.Event, error) {
+		var events []domain.Event
+		var err error
+		bound, events, err = execution.DecideIdempotencyKey(r, c.WorkspaceID, c.BodyHash, id, h.now())
+		return events, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("idempotency key: %w", err)
+	}
+	return bound, nil
+}

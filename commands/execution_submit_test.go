@@ -1,0 +1,128 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/seal"
+)
+
+// eventCount is the number of events in env's log, read straight from the table: a refused
+// submit must leave it unchanged.
+func eventCount(t *testing.T, env *testenv.Env) int {
+	t.Helper()
+	var n int
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func newSubmitHandler(t *testing.T, env *testenv.Env) *commands.Handler {
+	t.Helper()
+	key, _ := seal.GenerateKey()
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return commands.New(env.Store, commands.WithSealer(sealer))
+}
+
+// A refused submit appends nothing: no cache window, no idempotency binding, no execution,
+// whichever check refuses it.
+func TestRefusedSubmitAppendsNothing(t *testing.T) {
+	env := testenv.New(t)
+	h := newSubmitHandler(t, env)
+	ws := env.Workspace(t, 10)
+	poor := env.Workspace(t, 0)
+	valid := func() commands.SubmitExecution {
+		return commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(`{"a":1}`),
+			Config: json.RawMessage(`{}`), Attempts: 1, IdempotencyKey: "k1", BodyHash: "h1", CacheWindow: time.Minute}
+	}
+	cases := []struct {
+		name   string
+		change func(*commands.SubmitExecution)
+		field  string // the field the 400 names; "" for insufficient credits
+	}{
+		{"NUL in input", func(c *commands.SubmitExecution) { c.Input = json.RawMessage(`{"a":"x\u0000y"}`) }, "input"},
+		{"lone surrogate in input", func(c *commands.SubmitExecution) { c.Input = json.RawMessage(`{"a":"\ud800"}`) }, "input"},
+		{"invalid UTF-8 in config", func(c *commands.SubmitExecution) { c.Config = json.RawMessage("{\"a\":\"\xff\"}") }, "config"},
+		{"NUL in config", func(c *commands.SubmitExecution) { c.Config = json.RawMessage(`{"\u0000":1}`) }, "config"},
+		{"NUL in callback URL", func(c *commands.SubmitExecution) { c.Callback.URL = "https://example.com/\x00" }, "callbackUrl"},
+		{"invalid UTF-8 in callback secret", func(c *commands.SubmitExecution) {
+			c.Callback = commands.CallbackRequest{URL: "https://example.com/", Secret: "s\xff"}
+		}, "callbackSecret"},
+		{"lone surrogate in a callback header", func(c *commands.SubmitExecution) {
+			c.Callback = commands.CallbackRequest{URL: "https://example.com/", Headers: map[string]string{"X-A": "\xed\xa0\x80"}}
+		}, "callbackHeaders.X-A"},
+		{"callback over http", func(c *commands.SubmitExecution) { c.Callback.URL = "http://example.com/" }, "callbackUrl"},
+		{"config the module refuses", func(c *commands.SubmitExecution) { c.Module, c.Input = "core.delay", json.RawMessage(`{}`) }, ""},
+		{"unknown module", func(c *commands.SubmitExecution) { c.Module = "no.such" }, "module"},
+		{"balance too low", func(c *commands.SubmitExecution) { c.WorkspaceID = poor }, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := eventCount(t, env)
+			c := valid()
+			tc.change(&c)
+			_, err := h.SubmitExecution(context.Background(), c)
+			var ve *domain.ValidationError
+			switch {
+			case err == nil:
+				t.Fatal("the submit was accepted")
+			case tc.name == "balance too low":
+				if !errors.Is(err, domain.ErrInsufficientCredits) {
+					t.Fatalf("err = %v, want insufficient credits", err)
+				}
+			case !errors.As(err, &ve):
+				t.Fatalf("err = %v, want a validation error", err)
+			case tc.field != "" && !strings.HasPrefix(ve.Error(), tc.field+":"):
+				t.Fatalf("err = %q, want one naming %s", ve.Error(), tc.field)
+			}
+			if after := eventCount(t, env); after != before {
+				t.Fatalf("a refused submit appended %d events", after-before)
+			}
+		})
+	}
+	// The same key then binds normally: nothing of the refused submits held it.
+	st, err := h.SubmitExecution(context.Background(), valid())
+	if err != nil || st.Module != "core.echo" || st.CostMilli != 1000 {
+		t.Fatalf("valid submit: %+v, %v", st, err)
+	}
+	again, err := h.SubmitExecution(context.Background(), valid())
+	if err != nil || again.ID != st.ID {
+		t.Fatalf("repeat with the idempotency key: %s, %v; want %s", again.ID, err, st.ID)
+	}
+}
+
+// The command seals the callback's secret and header values and prices the call itself.
+func TestSubmitSealsCallbackAndPrices(t *testing.T) {
+	env := testenv.New(t)
+	h := newSubmitHandler(t, env)
+	ws := env.Workspace(t, 10)
+	st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
+		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec", Headers: map[string]string{"X-B": "v", "X-A": "w"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := st.Callback
+	if cb.SealedSecret == "" || strings.Contains(cb.SealedSecret, "whsec") || cb.SealedHeaders == "" ||
+		strings.Join(cb.HeaderNames, ",") != "X-A,X-B" || st.CostMilli != 1000 {
+		t.Fatalf("callback %+v cost %d", cb, st.CostMilli)
+	}
+	unsealed := commands.New(env.Store)
+	_, err = unsealed.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
+		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec"}})
+	if err == nil {
+		t.Fatal("a handler without a sealer stored a callback secret")
+	}
+}

@@ -1,0 +1,187 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard/switchyard/internal/browsertest"
+)
+
+// browser is one Chromium with its own profile (its own cookies), at a window size.
+type browser struct {
+	t   *testing.T
+	s   *stack
+	ctx context.Context
+	dir string
+	who string
+}
+
+func (s *stack) browser(t *testing.T, who string, width, height int) *browser {
+	t.Helper()
+	opts := browsertest.Options(browsertest.Chromium(t), width, height)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	bctx, cancel := context.WithTimeout(bctx, 10*time.Minute) // generous: a busy machine makes every step slow
+	t.Cleanup(cancel)
+	return &browser{t: t, s: s, ctx: bctx, dir: browsertest.ArtifactsDir(t), who: who}
+}
+
+func (b *browser) run(what string, actions ...chromedp.Action) {
+	b.t.Helper()
+	start := time.Now()
+	defer func() { b.t.Logf("%s as %s: %s", what, b.who, time.Since(start).Round(time.Millisecond)) }()
+	if err := chromedp.Run(b.ctx, actions...); err != nil {
+		b.t.Fatalf("%s as %s: %v", what, b.who, err)
+	}
+}
+
+// signIn opens / signed out, which leads to the sign-in form and, after it, to the home.
+func (b *browser) signIn(p person) {
+	b.t.Helper()
+	var heading string
+	b.run("sign in",
+		chromedp.Navigate(b.s.srv.URL+"/"),
+		chromedp.WaitVisible(`#email`, chromedp.ByID),
+		chromedp.SendKeys(`#email`, p.Email, chromedp.ByID),
+		chromedp.SendKeys(`#password`, password, chromedp.ByID),
+		chromedp.Click(`button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#nav-home.on`, chromedp.ByQuery),
+		chromedp.Text(`h1`, &heading, chromedp.ByQuery),
+	)
+	if heading != "Acme Logistics" {
+		b.t.Fatalf("after sign-in as %s the home says %q", b.who, heading)
+	}
+}
+
+// visit opens path, checks the page shows want, saves a screenshot as name and returns the
+// page's HTML.
+func (b *browser) visit(name, path, want string) string {
+	b.t.Helper()
+	var html string
+	var shot []byte
+	b.run("visit "+name,
+		chromedp.Navigate(b.s.srv.URL+path),
+		chromedp.WaitVisible(`#main`, chromedp.ByID),
+		chromedp.OuterHTML(`html`, &html, chromedp.ByQuery),
+	)
+	if !strings.Contains(html, want) {
+		b.t.Fatalf("%s as %s: the page lacks %q", name, b.who, want)
+	}
+	b.shoot(name, &shot)
+	return html
+}
+
+func (b *browser) shoot(name string, shot *[]byte) {
+	b.t.Helper()
+	b.run("screenshot "+name, chromedp.FullScreenshot(shot, 100)) // quality 100: PNG
+	path := filepath.Join(b.dir, "console-"+b.who+"-"+name+".png")
+	if err := os.WriteFile(path, *shot, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestConsoleInBrowser signs in as an owner and as a member with a real Chromium, visits
+// every console page with the data of real runs, and saves a screenshot of each to
+// artifacts/console-<who>-<page>.png. The owner creates a key, cancels a run and replays a
+// callback; the member sees the same data without the forms that change it.
+func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a browser; skipped with -short")
+	}
+	browsertest.Chromium(t)
+	start := time.Now()
+	s := newStack(t)
+	s.seed(t)
+	t.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
+
+	owner := s.browser(t, "owner", 1280, 900)
+	owner.signIn(s.owner)
+	for _, p := range s.pages() {
+		owner.visit(p.name, p.path, p.want)
+	}
+	ws := "/workspaces/" + s.ws
+	owner.visit("mcp-tokens", ws+"/mcp-tokens", "Create a token")
+
+	// Create a key: its secret is on the page once.
+	var shot []byte
+	var secret string
+	owner.run("create a key",
+		chromedp.Navigate(s.srv.URL+ws+"/api-keys"),
+		chromedp.WaitVisible(`#label`, chromedp.ByID),
+		chromedp.SendKeys(`#label`, "CI deploys", chromedp.ByID),
+		chromedp.Click(`input[name=workflows][value="`+s.workflowID+`"]`, chromedp.ByQuery),
+		chromedp.Click(`button[value=create]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#minted-secret`, chromedp.ByID),
+		chromedp.Text(`#minted-secret`, &secret, chromedp.ByID),
+	)
+	if len(strings.TrimSpace(secret)) < 20 {
+		t.Fatalf("the new key's secret: %q", secret)
+	}
+	owner.shoot("api-key-created", &shot)
+	s.env.CaughtUp(t, "apikeys")
+	if html := owner.visit("api-keys-listed", ws+"/api-keys", "CI deploys"); strings.Contains(html, strings.TrimSpace(secret)) {
+		t.Fatal("the key list shows the secret again")
+	}
+
+	// Cancel a slow run (30 s of delays, started now) from its page; replay the callback from
+	// the execution's page.
+	slow := s.trigger(t, s.slowWorkflowID, `{}`)
+	owner.run("cancel the slow run",
+		chromedp.Navigate(s.srv.URL+"/dashboard/runs/"+slow),
+		chromedp.WaitVisible(`#cancel-run`, chromedp.ByID),
+		chromedp.Click(`#cancel-run`, chromedp.ByID),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+		chromedp.WaitVisible(`#cancel-box`, chromedp.ByID),
+	)
+	owner.shoot("run-cancelled", &shot)
+	owner.run("replay the callback",
+		chromedp.Navigate(s.srv.URL+ws+"/executions/"+s.executionID),
+		chromedp.WaitVisible(`#replay`, chromedp.ByID),
+		chromedp.Click(`#replay`, chromedp.ByID),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+	)
+	owner.shoot("callback-replayed", &shot)
+
+	// At phone width the navigation and tables still fit. One browser serves every step: a
+	// browser's start is the slowest thing here on a busy machine.
+	phone := owner
+	phone.who = "owner-phone"
+	phone.run("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	phone.visit("home", ws, "Recent runs")
+	phone.visit("runs", ws+"/runs", s.runID)
+	phone.visit("execution", ws+"/executions/"+s.executionID, "A-1042")
+	var scrollW, clientW int
+	phone.run("measure", chromedp.Evaluate(`document.documentElement.scrollWidth`, &scrollW), chromedp.Evaluate(`document.documentElement.clientWidth`, &clientW))
+	if scrollW > clientW+1 {
+		t.Fatalf("at phone width the page scrolls sideways: %d > %d", scrollW, clientW)
+	}
+
+	member := owner
+	member.who = "member"
+	member.run("sign out",
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(s.srv.URL+"/logout"),
+		chromedp.WaitVisible(`button[type=submit]`, chromedp.ByQuery),
+		chromedp.Click(`button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`body`, chromedp.ByQuery),
+	)
+	member.signIn(s.member)
+	for _, p := range s.pages() {
+		html := member.visit(p.name, p.path, p.want)
+		for _, form := range []string{`id="nav-mcp"`, `id="create-key"`, `id="cancel-form"`, `id="replay"`} {
+			if strings.Contains(html, form) {
+				t.Fatalf("%s shows a member %s", p.name, form)
+			}
+		}
+	}
+	member.visit("mcp-tokens-refused", ws+"/mcp-tokens", "Your role in this workspace (member) does not allow this")
+	member.visit("run-cancelled", "/dashboard/runs/"+slow, "Cancel requested")
+}

@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// groupAppend is one append of a group test and its outcome.
+type groupAppend struct {
+	stream   string
+	expected eventstore.ExpectedRevision
+	ev       eventstore.EventData
+	res      eventstore.AppendResult
+	err      error
+}
+
+// inOneGroup runs appends as one group: it holds the first group (a lone append to a stream
+// whose row lock the test holds) until every append is queued behind it, then lets go.
+func inOneGroup(t *testing.T, st *Store, appends []*groupAppend) {
+	t.Helper()
+	ctx := testCtx(t)
+	blocker := "blocker-" + uuid.NewString()
+	if _, err := st.Append(ctx, blocker, eventstore.NoStream(), event("Seeded")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM streams WHERE name = $1 FOR UPDATE`, blocker); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := st.Append(ctx, blocker, eventstore.Any(), event("Blocked")); err != nil {
+			t.Errorf("blocked append: %v", err)
+		}
+	}()
+	pollUntil(t, "the blocked append holds the only group slot", func() bool {
+		st.group.mu.Lock()
+		defer st.group.mu.Unlock()
+		return st.group.running == 1 && len(st.group.queue) == 0
+	})
+	for _, a := range appends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.res, a.err = st.Append(ctx, a.stream, a.expected, a.ev)
+		}()
+	}
+	pollUntil(t, "every append queued behind the blocked group", func() bool {
+		st.group.mu.Lock()
+		defer st.group.mu.Unlock()
+		return len(st.group.queue) == len(appends)
+	})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommit checks that queued appends share one transaction and still each get their
+// own result: the failing ones fail alone, the others commit together.
+func TestGroupCommit(t *testing.T) {
+	pool, _ := newMigratedDB(t, 16)
+	st := newStore(t, pool, Config{GroupConcurrency: 1})
+	ctx := testCtx(t)
+	seeded := "seeded-" + uuid.NewString()
+	if _, err := st.Append(ctx, seeded, eventstore.NoStream(), event("Seeded")); err != nil {
+		t.Fatal(err)
+	}
+	var fresh, refused []*groupAppend
+	for range 10 {
+		fresh = append(fresh, &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Grouped")})
+	}
+	for _, exp := range []eventstore.ExpectedRevision{eventstore.NoStream(), eventstore.Exact(5), eventstore.Exact(3)} {
+		refused = append(refused, &groupAppend{stream: seeded, expected: exp, ev: event("Refused")})
+	}
+	before := st.GroupStats()
+	inOneGroup(t, st, append(append([]*groupAppend{}, fresh...), refused...))
+	after := st.GroupStats()
+
+	commit := fresh[0].res.Position.Commit
+	for _, a := range fresh {
+		if a.err != nil {
+			t.Fatalf("append to %s beside refused neighbours: %v", a.stream, a.err)
+		}
+		if a.res.Position.Commit != commit {
+			t.Errorf("append to %s committed in transaction %d, its group in %d: not one transaction", a.stream, a.res.Position.Commit, commit)
+		}
+		got, err := st.ReadStream(ctx, a.stream, 0, 10)
+		if err != nil || len(got) != 1 || got[0].ID != a.ev.ID || got[0].Position != a.res.Position {
+			t.Errorf("stream %s holds %v (%v), want its own event at %s", a.stream, got, err, a.res.Position)
+		}
+	}
+	for _, a := range refused {
+		if !errors.Is(a.err, eventstore.ErrWrongExpectedVersion) {
+			t.Errorf("append expecting %s on %s: %v, want ErrWrongExpectedVersion", a.expected, a.stream, a.err)
+		}
+	}
+	if got, _ := st.ReadStream(ctx, seeded, 0, 10); len(got) != 1 {
+		t.Errorf("%s holds %d events, want only its seed", seeded, len(got))
+	}
+	if g := after.Groups - before.Groups; g != 3 {
+		t.Errorf("%d groups ran, want 3 (the blocker's seed, the blocked append, then all the queued ones)", g)
+	}
+	if after.Fallbacks != before.Fallbacks {
+		t.Errorf("%d appends fell back, want none", after.Fallbacks-before.Fallbacks)
+	}
+}
+
+// TestGroupCommitRolledBackFallsBack: an event id already stored aborts the group's
+// transaction; every member then goes again on its own and gets its own answer.
+func TestGroupCommitRolledBackFallsBack(t *testing.T) {
+	pool, _ := newMigratedDB(t, 16)
+	st := newStore(t, pool, Config{GroupConcurrency: 1})
+	ctx := testCtx(t)
+	stored := event("Stored")
+	if _, err := st.Append(ctx, "seeded-"+uuid.NewString(), eventstore.NoStream(), stored); err != nil {
+		t.Fatal(err)
+	}
+	var fresh []*groupAppend
+	for range 5 {
+		fresh = append(fresh, &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.Any(), ev: event("Grouped")})
+	}
+	clash := &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.Any(), ev: stored}
+	before := st.GroupStats()
+	inOneGroup(t, st, append(append([]*groupAppend{}, fresh...), clash))
+	after := st.GroupStats()
+	for _, a := range fresh {
+		if a.err != nil {
+			t.Errorf("append to %s beside a clashing id: %v", a.stream, a.err)
+		}
+		if got, err := st.ReadStream(ctx, a.stream, 0, 10); err != nil || len(got) != 1 || got[0].ID != a.ev.ID {
+			t.Errorf("stream %s holds %v (%v), want its own event", a.stream, got, err)
+		}
+	}
+	if !errors.Is(clash.err, eventstore.ErrIdempotencyConflict) {
+		t.Errorf("append reusing a stored id in another stream: %v, want ErrIdempotencyConflict", clash.err)
+	}
+	if n := after.Fallbacks - before.Fallbacks; n != int64(len(fresh)+1) {
+		t.Errorf("%d appends fell back, want %d (the whole group)", n, len(fresh)+1)
+	}
+}
+
+// TestMetrics: a Store given a Registerer reports its group commits and log tail.
+func TestMetrics(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	reg := prometheus.NewRegistry()
+	st := newStore(t, pool, Config{Registerer: reg})
+	ctx := testCtx(t)
+	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	if _, err := st.Append(ctx, "metrics-1", eventstore.NoStream(), event("Counted")); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, sub, 1)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		m := f.GetMetric()[0]
+		got[f.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	for name, least := range map[string]float64{
+		"switchyard_eventstore_group_commits_total": 1,
+		"switchyard_eventstore_group_appends_total": 1,
+		"switchyard_eventstore_log_reads_total":     1,
+		"switchyard_eventstore_tail_members":        1,
+	} {
+		if got[name] < least {
+			t.Errorf("%s = %v, want at least %v (gathered %v)", name, got[name], least, got)
+		}
+	}
+	if _, ok := got["switchyard_eventstore_group_fallbacks_total"]; !ok {
+		t.Errorf("switchyard_eventstore_group_fallbacks_total not exposed (gathered %v)", got)
+	}
+}

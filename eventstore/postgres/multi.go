@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// AppendMulti appends to several streams in one transaction: every part is written or none is.
+// The usual case is two round trips (the parts' fast statements after BEGIN, then COMMIT); if
+// any part is unusual the transaction is rolled back and redone through eventstore_append,
+// which reports the first failing part precisely.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	if s.closed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	parts := make([]encoded, len(appends))
+	for i, a := range appends {
+		e, err := encode(a.Stream, a.Expected, a.Events)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = e
+	}
+	if len(parts) == 0 {
+		return []eventstore.AppendResult{}, nil
+	}
+	defer s.appended()
+	if res, ok, err := s.multiFast(ctx, parts); ok || err != nil {
+		return res, err
+	}
+	for attempt := 1; ; attempt++ {
+		res, retry, err := s.multiSlow(ctx, parts)
+		if err == nil {
+			return res, nil
+		}
+		if retry && attempt < maxAppendRetries {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// multiFast runs every part's fast statement in one transaction. ok is false when some part
+// was declined (nothing is then written) and the slow path must decide.
+func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, bool, error) {
+	stmts := make([]fastStatement, len(parts))
+	for i, e := range parts {
+		st, ok := fastQuery(e)
+		if !ok {
+			return nil, false, nil
+		}
+		stmts[i] = st
+	}
+	res := make([]eventstore.AppendResult, len(parts))
+	ok, err := s.multiTx(ctx, len(parts), func(b *pgx.Batch) {
+		for _, st := range stmts {
+			b.Queue(st.sql, st.args...)
+		}
+	}, func(i int, row pgx.Row) (ok bool, err error) {
+		res[i], ok, err = scanFast(row, parts[i].stream)
+		return ok, err
+	})
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	return res, true, nil
+}
+
+// multiSlow runs every part through eventstore_append in one transaction; the first failing
+// part rolls it back and names the error.
+func (s *Store) multiSlow(ctx context.Context, parts []encoded) (_ []eventstore.AppendResult, retry bool, _ error) {
+	res := make([]eventstore.AppendResult, len(parts))
+	_, err := s.multiTx(ctx, len(parts), func(b *pgx.Batch) {
+		for _, e := range parts {
+			kind, rev := encodeExpected(e.expected)
+			b.Queue(appendSQL, e.stream, kind, rev, e.ids, e.types, e.data, e.meta)
+		}
+	}, func(i int, row pgx.Row) (bool, error) {
+		r, err := scanSlow(row)
+		if err != nil {
+			retry, err = appendError(parts[i], err)
+			return false, err
+		}
+		res[i] = r
+		return true, nil
+	})
+	if err != nil {
+		return nil, retry, err
+	}
+	return res, false, nil
+}
+
+// multiTx runs, in one transaction holding the append lock, the n statements fill queues, and
+// hands each row to scan. It commits only if every scan reports ok; otherwise it rolls back
+// and returns scan's error (nil when a statement merely declined).
+func (s *Store) multiTx(ctx context.Context, n int, fill func(*pgx.Batch), scan func(int, pgx.Row) (bool, error)) (bool, error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	s.queueAppendLock(b)
+	fill(b)
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if err := execAll(br, 2); err != nil {
+		br.Close()
+		return false, fmt.Errorf("eventstore/postgres: append multi: begin: %w", err)
+	}
+	for i := range n {
+		if ok, err := scan(i, br.QueryRow()); err != nil || !ok {
+			br.Close()
+			return false, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return false, fmt.Errorf("eventstore/postgres: append multi: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("eventstore/postgres: append multi: commit: %w", err)
+	}
+	return true, nil
+}
+
+// execAll reads the results of the next n statements of br, which return nothing of interest.
+func execAll(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueAppendLock queues the append lock (appendLockSQL), which must come before anything
+// else a transaction that appends writes.
+func (s *Store) queueAppendLock(b *pgx.Batch) {
+	b.Queue(appendLockSQL, int32(s.lockSlots.Add(1)%appendLockSlots))
+}

@@ -1,0 +1,96 @@
+package executor
+
+import "sync"
+
+// slots shares the executor's run slots between workspaces. Work waits in one queue per
+// workspace; a freed slot goes to the waiting workspace that holds the fewest slots (among
+// equals, the one whose turn came first: round robin), never to one holding perWorkspace. So one workspace's backlog never holds more than its share, and a
+// workspace with nothing running finds a free slot at once unless at least
+// capacity/perWorkspace other workspaces are each using their full share.
+type slots struct {
+	capacity     int
+	perWorkspace int
+
+	mu      sync.Mutex
+	busy    int
+	running map[string]int
+	queues  map[string][]func()
+	turn    []string // workspaces with queued work, in turn order
+}
+
+func newSlots(capacity, perWorkspace int) *slots {
+	return &slots{capacity: capacity, perWorkspace: max(1, min(perWorkspace, capacity)),
+		running: map[string]int{}, queues: map[string][]func(){}}
+}
+
+// submit queues job for workspace; it runs in a goroutine of its own once a slot is its.
+func (s *slots) submit(workspace string, job func()) {
+	s.mu.Lock()
+	if len(s.queues[workspace]) == 0 {
+		s.turn = append(s.turn, workspace)
+	}
+	s.queues[workspace] = append(s.queues[workspace], job)
+	s.startLocked()
+	s.mu.Unlock()
+}
+
+// startLocked starts queued work while slots are free and some waiting workspace is under
+// its share.
+func (s *slots) startLocked() {
+	for s.busy < s.capacity {
+		i := s.nextLocked()
+		if i < 0 {
+			return
+		}
+		ws := s.turn[i]
+		q := s.queues[ws]
+		job := q[0]
+		q[0] = nil
+		s.turn = append(s.turn[:i], s.turn[i+1:]...)
+		if len(q) == 1 {
+			delete(s.queues, ws)
+		} else {
+			s.queues[ws] = q[1:]
+			s.turn = append(s.turn, ws) // its next job waits for every other workspace's turn
+		}
+		s.busy++
+		s.running[ws]++
+		go func() {
+			defer s.done(ws)
+			job()
+		}()
+	}
+}
+
+// nextLocked is the index in turn of the waiting workspace holding the fewest slots, under
+// its share, or -1.
+func (s *slots) nextLocked() int {
+	best := -1
+	for i, ws := range s.turn {
+		if n := s.running[ws]; n < s.perWorkspace && (best < 0 || n < s.running[s.turn[best]]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func (s *slots) done(ws string) {
+	s.mu.Lock()
+	s.busy--
+	if s.running[ws]--; s.running[ws] == 0 {
+		delete(s.running, ws)
+	}
+	s.startLocked()
+	s.mu.Unlock()
+}
+
+// queued is how many jobs wait for a slot.
+func (s *slots) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.queues {
+		n += len(q)
+	}
+	return n
+}

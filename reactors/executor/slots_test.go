@@ -1,0 +1,57 @@
+package executor
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// Freed slots go to workspaces in turn, and no workspace holds more than its share.
+func TestSlotsShareAndTurns(t *testing.T) {
+	s := newSlots(4, 2)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	started := make(chan string, 100)
+	job := func(ws string) func() {
+		return func() {
+			mu.Lock()
+			order = append(order, ws)
+			mu.Unlock()
+			started <- ws
+			<-release
+		}
+	}
+	for range 10 {
+		s.submit("a", job("a"))
+	}
+	for range 3 {
+		s.submit("b", job("b"))
+	}
+	s.submit("c", job("c"))
+	// Four slots: a's share of two, then b's share of two; c waits for a free slot.
+	got := map[string]int{}
+	for range 4 {
+		got[<-started]++
+	}
+	if got["a"] != 2 || got["b"] != 2 {
+		t.Fatalf("first four runs by workspace: %v, want a:2 b:2", got)
+	}
+	if q := s.queued(); q != 10 {
+		t.Fatalf("queued %d, want 10", q)
+	}
+	// One slot frees: c, holding none, goes before a and b, which hold slots already.
+	release <- struct{}{}
+	select {
+	case ws := <-started:
+		if ws != "c" {
+			t.Fatalf("the freed slot went to %s, want c", ws)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no job started after a slot freed")
+	}
+	close(release)
+	for range 9 {
+		<-started
+	}
+}
