@@ -171,7 +171,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(s.srv.URL+"/logout"),
 		chromedp.WaitVisible(`button[type=submit]`, chromedp.ByQuery),
 		chromedp.Click(`button[type=submit]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`body`, chromedp.ByQuery),
+		// The sign-out POST redirects to /login. Wait for its form: waiting on anything the
+		// logout page also has lets the next navigation race the redirect (net::ERR_ABORTED).
+		chromedp.WaitVisible(`#email`, chromedp.ByID),
 	)
 	member.signIn(s.member)
 	for _, p := range s.pages() {
