@@ -127,20 +127,29 @@ func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggr
 
 // appendEvents encodes and appends events, giving identified events their derived ids.
 func appendEvents(ctx context.Context, h *Handler, stream string, expected eventstore.ExpectedRevision, events []domain.Event) (Result, error) {
-	data := make([]eventstore.EventData, 0, len(events))
-	meta := metadataFrom(ctx)
-	for _, e := range events {
-		b, err := domain.Encode(e)
-		if err != nil {
-			return Result{}, err
-		}
-		data = append(data, eventstore.EventData{ID: eventID(e), Type: e.EventType(), Data: b, Metadata: meta})
+	data, err := encodeEvents(ctx, events)
+	if err != nil {
+		return Result{}, err
 	}
 	res, err := h.store.Append(ctx, stream, expected, data...)
 	if err != nil {
 		return Result{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
 	return Result{Stream: stream, Revision: res.NextRevision, Position: res.Position, Appended: true}, nil
+}
+
+// encodeEvents encodes events for an append, with ctx's metadata and derived ids.
+func encodeEvents(ctx context.Context, events []domain.Event) ([]eventstore.EventData, error) {
+	data := make([]eventstore.EventData, 0, len(events))
+	meta := metadataFrom(ctx)
+	for _, e := range events {
+		b, err := domain.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, eventstore.EventData{ID: eventID(e), Type: e.EventType(), Data: b, Metadata: meta})
+	}
+	return data, nil
 }
 
 func eventID(e domain.Event) uuid.UUID {

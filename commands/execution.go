@@ -107,6 +107,21 @@ func (h *Handler) Execution(ctx context.Context, id string) (execution.State, er
 	return l.state, nil
 }
 
+// CachedExecution is the execution as this process last wrote or read it, when that is at
+// revision or later, without a read: a reactor woken by an event this process wrote needs
+// none.
+func (h *Handler) CachedExecution(id string, revision uint64) (execution.State, bool) {
+	c, ok := h.cache.get(ExecutionStream(id))
+	if !ok {
+		return execution.State{}, false
+	}
+	l, ok := c.(loaded[execution.State])
+	if !ok || !l.exists || l.revision < revision {
+		return execution.State{}, false
+	}
+	return l.state, true
+}
+
 // ClaimExecution starts the execution's next attempt for worker, leased until now plus the
 // lease it asks for the state (leases depend on the module). execution.ErrNotClaimable means
 // another worker has it or it is finished.

@@ -64,7 +64,13 @@ func awaitLocal(ctx context.Context, st execution.State, done <-chan execution.S
 // execution first, this append fails on revision and is decided again, finding it no longer
 // claimable (execution.ErrNotClaimable); the output is then dropped.
 func (h *Handler) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
-	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
+	return h.changeExecution(ctx, id, h.ClaimThen(worker, lease, finish))
+}
+
+// ClaimThen is the decision of ClaimAndFinish: the claim of the next attempt by worker, then
+// the outcome finish decides on the claimed state.
+func (h *Handler) ClaimThen(worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) func(execution.State) ([]domain.Event, error) {
+	return func(s execution.State) ([]domain.Event, error) {
 		claim, err := execution.DecideStart(s, worker, lease, h.now())
 		if err != nil {
 			return nil, err
@@ -78,5 +84,5 @@ func (h *Handler) ClaimAndFinish(ctx context.Context, id, worker string, lease t
 			return nil, err
 		}
 		return append(claim, outcome...), nil
-	})
+	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// PurgeBatch bounds the rows one purge deletes (10000), so the request that happens to run
 	// it is delayed by a bounded amount; a full batch makes the next request purge again.
 	PurgeBatch int
+	// Concurrency bounds the statements of Seen in flight at once (4); calls that arrive while
+	// all are busy wait and share the next one.
+	Concurrency int
 	// Logger receives purge failures, which never fail a request.
 	Logger logrus.FieldLogger
 }
@@ -47,6 +50,7 @@ type Config struct {
 type Postgres struct {
 	pool      *pgxpool.Pool
 	opts      Config
+	batches   *batcher
 	nextPurge atomic.Int64 // Unix nanoseconds
 	purging   atomic.Bool
 }
@@ -63,6 +67,9 @@ func (c *Config) setDefaults() {
 	if c.PurgeBatch <= 0 {
 		c.PurgeBatch = 10_000
 	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
@@ -76,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("replay: PurgeEvery %v: must not be negative", c.PurgeEvery)
 	case c.PurgeBatch < 0:
 		return fmt.Errorf("replay: PurgeBatch %d: must be at least 1 (0 takes the default)", c.PurgeBatch)
+	case c.Concurrency < 0:
+		return fmt.Errorf("replay: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
 	}
 	return nil
 }
@@ -84,23 +93,20 @@ func (c Config) Validate() error {
 // repairs what Validate would refuse, so it needs no error result.
 func New(pool *pgxpool.Pool, cfg Config) *Postgres {
 	cfg.setDefaults()
-	return &Postgres{pool: pool, opts: cfg}
+	return &Postgres{pool: pool, opts: cfg, batches: &batcher{pool: pool, max: cfg.Concurrency}}
 }
 
-// Seen implements httpapi.ReplayGuard in one statement: the insert claims the signature unless a
-// live row holds it; an expired row not purged yet is taken over, as if it had been deleted.
-// Only the SHA-256 of the signature is stored.
+// Seen implements httpapi.ReplayGuard. The insert claims the signature unless a live row holds
+// it; an expired row not purged yet is taken over, as if it had been deleted. Only the SHA-256
+// of the signature is stored. Concurrent calls share one statement (batch.go).
 func (g *Postgres) Seen(ctx context.Context, sig []byte, until time.Time) (bool, error) {
-	sum := sha256.Sum256(sig)
 	now := g.opts.Now()
-	tag, err := g.pool.Exec(ctx, `INSERT INTO sdk_signatures (sig, expires_at) VALUES ($1, $2)
-		ON CONFLICT (sig) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE sdk_signatures.expires_at < $3`,
-		sum[:], until, now)
+	seen, err := g.batches.seen(ctx, sha256.Sum256(sig), until, now)
 	if err != nil {
 		return false, fmt.Errorf("replay guard: %w", err)
 	}
 	g.maybePurge(ctx, now)
-	return tag.RowsAffected() == 0, nil
+	return seen, nil
 }
 
 // maybePurge deletes a batch of expired rows when one is due and no other request of this

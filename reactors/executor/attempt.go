@@ -32,32 +32,47 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 }
 
 // complete charges usage (once per execution, whatever retries or takeovers happen) and
-// records the output.
+// records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
-	if usage > 0 {
-		charged, err := e.charge(ctx, st, usage)
-		if err != nil {
-			return st, err
-		}
-		if !charged {
-			return e.fail(ctx, st, insufficientCredits(usage), false)
-		}
+	decide := func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideComplete(s, e.opts.Worker, st.Attempt, out, usage, e.cmds.Now())
+	}
+	charged, after, err := e.settle(ctx, st, usage, decide)
+	switch {
+	case err != nil:
+		return st, err
+	case after.Exists:
+		return after, nil
+	case !charged:
+		return e.fail(ctx, st, insufficientCredits(usage), false)
 	}
 	return e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
 }
 
-// charge bills the execution. A charge made by an earlier holder that died before recording
+// settle bills the execution's usage and, in the same commit, records the outcome decide
+// returns (after then exists). When the outcome could not go with the charge, after is the
+// zero state and charged tells whether the charge is made: the caller records the outcome,
+// or the failure to pay for it. A charge made by an earlier holder that died before recording
 // the output is found in the billing history rather than refused for the balance it took.
-func (e *Executor) charge(ctx context.Context, st execution.State, usage billing.Credits) (bool, error) {
+func (e *Executor) settle(ctx context.Context, st execution.State, usage billing.Credits, decide func(execution.State) ([]domain.Event, error)) (charged bool, after execution.State, err error) {
+	if usage <= 0 {
+		return true, execution.State{}, nil
+	}
 	cause := "execution-" + st.ID
-	err := e.charges.charge(ctx, st.WorkspaceID, cause, usage)
-	if err == nil {
-		return true, nil
+	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
+		Charge: commands.ChargeRequest{Cause: cause, Amount: usage}, Finish: decide})
+	switch {
+	case err != nil:
+		return false, execution.State{}, err
+	case res.Recorded:
+		return true, res.State, nil
+	case res.Err == nil:
+		return true, execution.State{}, nil
+	case !errors.Is(res.Err, domain.ErrInsufficientCredits):
+		return false, execution.State{}, res.Err
 	}
-	if !errors.Is(err, domain.ErrInsufficientCredits) {
-		return false, err
-	}
-	return e.queries.HasCharge(ctx, st.WorkspaceID, cause)
+	charged, err = e.queries.HasCharge(ctx, st.WorkspaceID, cause)
+	return charged, execution.State{}, err
 }
 
 func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Failure, retry bool) (execution.State, error) {
@@ -117,9 +132,10 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	var finish func(execution.State) ([]domain.Event, error)
 	switch f, ok := modules.AsFailure(runErr); {
 	case runErr == nil:
+		var after execution.State
 		var err error
-		if finish, err = e.completion(ctx, st, out); err != nil {
-			return st, err
+		if finish, after, err = e.completion(ctx, st, out); err != nil || after.Exists {
+			return after, err
 		}
 	case ok:
 		finish = e.failure(f, true)
@@ -133,22 +149,26 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
 }
 
-// completion charges the call (once per execution) and returns the decision recording out;
-// a balance that cannot cover it makes the decision a final failure instead.
-func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), error) {
+// completion charges the unclaimed call (once per execution) with its claim and completion
+// in one commit, and returns the state after it. When they could not go together it returns
+// the decision to append instead: the completion, or a final failure when the balance cannot
+// cover the call.
+func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), execution.State, error) {
 	usage := billing.Credits(st.CostMilli)
-	if usage > 0 {
-		charged, err := e.charge(ctx, st, usage)
-		if err != nil {
-			return nil, err
-		}
-		if !charged {
-			return e.failure(insufficientCredits(usage), false), nil
-		}
-	}
-	return func(s execution.State) ([]domain.Event, error) {
+	complete := func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
-	}, nil
+	}
+	charged, after, err := e.settle(ctx, st, usage, e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete))
+	switch {
+	case err != nil:
+		return nil, st, err
+	case after.Exists:
+		e.metrics.claims.Inc()
+		return nil, after, nil
+	case !charged:
+		return e.failure(insufficientCredits(usage), false), execution.State{}, nil
+	}
+	return complete, execution.State{}, nil
 }
 
 // failure is the decision recording f for the attempt, retried while attempts remain and

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
@@ -17,7 +16,8 @@ const maxChargeBatch = 500
 
 // charger batches the charges of this process per workspace: one workspace's billing stream
 // takes one append at a time, so executions finishing together are billed together instead
-// of racing for its next revision.
+// of racing for its next revision. Each charge carries the outcome to record with it, and a
+// batch writes charges and outcomes in one commit (commands.ChargeAndFinish).
 type charger struct {
 	cmds *commands.Handler
 
@@ -26,17 +26,23 @@ type charger struct {
 }
 
 type chargeCall struct {
-	req  commands.ChargeRequest
-	done chan error
+	item commands.ChargedFinish
+	done chan chargeDone
+}
+
+// chargeDone is the fate of one charge: err is a store error, res the charge's own result.
+type chargeDone struct {
+	res commands.FinishResult
+	err error
 }
 
 func newCharger(cmds *commands.Handler) *charger {
 	return &charger{cmds: cmds, queues: map[string][]*chargeCall{}}
 }
 
-// charge bills amount for cause and returns nil, ErrInsufficientCredits or a store error.
-func (c *charger) charge(ctx context.Context, workspaceID, cause string, amount billing.Credits) error {
-	call := &chargeCall{req: commands.ChargeRequest{Cause: cause, Amount: amount}, done: make(chan error, 1)}
+// charge bills item's charge and, when it can, records item's outcome in the same commit.
+func (c *charger) charge(ctx context.Context, workspaceID string, item commands.ChargedFinish) (commands.FinishResult, error) {
+	call := &chargeCall{item: item, done: make(chan chargeDone, 1)}
 	c.mu.Lock()
 	q, running := c.queues[workspaceID]
 	c.queues[workspaceID] = append(q, call)
@@ -45,10 +51,10 @@ func (c *charger) charge(ctx context.Context, workspaceID, cause string, amount 
 		go c.flush(context.WithoutCancel(ctx), workspaceID)
 	}
 	select {
-	case err := <-call.done:
-		return err
+	case d := <-call.done:
+		return d.res, d.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return commands.FinishResult{}, ctx.Err()
 	}
 }
 
@@ -69,26 +75,46 @@ func (c *charger) flush(ctx context.Context, workspaceID string) {
 	}
 }
 
-// apply appends one batch, retrying while other processes win the race for the stream.
+// apply writes one batch: charges and outcomes together, or, when that cannot be done in one
+// go, the charges alone (their callers then record their outcomes themselves).
 func (c *charger) apply(ctx context.Context, workspaceID string, batch []*chargeCall) {
-	reqs := make([]commands.ChargeRequest, len(batch))
+	items := make([]commands.ChargedFinish, len(batch))
 	for i, call := range batch {
-		reqs[i] = call.req
+		items[i] = call.item
 	}
-	var results []error
-	var err error
-	for backoff := 5 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
-		results, err = c.cmds.ChargeMany(ctx, workspaceID, reqs)
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-			break
-		}
-		time.Sleep(time.Duration(rand.Int64N(int64(backoff))))
+	results, err := c.cmds.ChargeAndFinish(ctx, workspaceID, items)
+	if errors.Is(err, commands.ErrNotCombined) {
+		results, err = c.chargeOnly(ctx, workspaceID, items)
 	}
 	for i, call := range batch {
 		if err != nil {
-			call.done <- err
+			call.done <- chargeDone{err: err}
 		} else {
-			call.done <- results[i]
+			call.done <- chargeDone{res: results[i]}
 		}
+	}
+}
+
+// chargeOnly appends the batch's charges, retrying while other processes win the race for
+// the stream.
+func (c *charger) chargeOnly(ctx context.Context, workspaceID string, items []commands.ChargedFinish) ([]commands.FinishResult, error) {
+	reqs := make([]commands.ChargeRequest, len(items))
+	for i, it := range items {
+		reqs[i] = it.Charge
+	}
+	for backoff := 5 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
+		errs, err := c.cmds.ChargeMany(ctx, workspaceID, reqs)
+		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+			time.Sleep(time.Duration(rand.Int64N(int64(backoff))))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		results := make([]commands.FinishResult, len(errs))
+		for i, e := range errs {
+			results[i].Err = e
+		}
+		return results, nil
 	}
 }

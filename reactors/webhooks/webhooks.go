@@ -214,7 +214,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case ev, ok := <-terminals:
-			if ok {
+			if ok && d.mayBeDue(ev) {
 				d.dispatch(ctx, strings.TrimPrefix(ev.Stream, execution.Category+"-"))
 			}
 		case <-sweep.C:
@@ -230,6 +230,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Unlock()
 	d.wg.Wait()
 	return nil
+}
+
+// mayBeDue is false when this process knows the execution as of ev or later and it owes no
+// delivery (no callback): most executions, which then cost no read.
+func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
+	st, ok := d.cmds.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
+	return !ok || st.Delivery.Pending
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {

@@ -1,0 +1,156 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// ErrNotCombined is ChargeAndFinish's answer when the batch could not be written in one go (a
+// stream moved under it, a cause was charged before): nothing of the batch was written, and
+// the caller charges and records each execution the separate way.
+var ErrNotCombined = errors.New("charges and outcomes not combined")
+
+// ChargedFinish is one execution's charge and the outcome recorded with it.
+type ChargedFinish struct {
+	ExecutionID string
+	Charge      ChargeRequest
+	// Finish decides the execution's events, given its current state, once its charge is
+	// made; an error leaves the execution as it is (the charge is still made, as a charge
+	// made before a separate outcome append would be).
+	Finish func(execution.State) ([]domain.Event, error)
+}
+
+// FinishResult is the fate of one ChargedFinish.
+type FinishResult struct {
+	// Err is nil when charged, ErrInsufficientCredits when the balance could not cover it
+	// (nothing written for this item).
+	Err error
+	// Recorded reports that the outcome Finish decided was written with the charge; State is
+	// then the execution after it.
+	Recorded bool
+	State    execution.State
+}
+
+// ChargeAndFinish bills the items' charges to one workspace and records each execution's
+// outcome in the same atomic append (eventstore.Store.AppendMulti): one commit for a batch of
+// finishing executions instead of one for the charges and one per outcome. It decides on the
+// cached states it has, so it usually reads nothing; a stale one fails the append on revision,
+// and the whole batch answers ErrNotCombined for the caller to take the separate path.
+func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+	acct, err := h.cachedAccount(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]FinishResult, len(items))
+	parts := []eventstore.StreamAppend{{Stream: BillingStream(workspaceID), Expected: acct.expected()}}
+	var charges []domain.Event
+	after := make([]loaded[execution.State], len(items))
+	partOf := make([]int, len(items)) // index in parts of item i's execution part, 0 for none
+	for i, it := range items {
+		evs, err := billing.DecideCharge(acct.state, workspaceID, it.Charge.Cause, it.Charge.Amount, h.now())
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		for _, e := range evs {
+			acct.state = acct.state.Evolve(e)
+		}
+		charges = append(charges, evs...)
+		part, next, ok, err := h.finishPart(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			parts, partOf[i], after[i] = append(parts, part), len(parts), next
+		}
+	}
+	if len(charges) == 0 {
+		return results, nil
+	}
+	if err := encodeParts(ctx, parts, charges); err != nil {
+		return nil, err
+	}
+	res, err := h.store.AppendMulti(ctx, parts...)
+	if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
+		h.cache.drop(BillingStream(workspaceID))
+		for _, it := range items {
+			h.cache.drop(ExecutionStream(it.ExecutionID))
+		}
+		return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, ErrNotCombined)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+	}
+	acct.revision, acct.exists = res[0].NextRevision, true
+	h.cache.put(BillingStream(workspaceID), acct)
+	for i, it := range items {
+		if p := partOf[i]; p > 0 {
+			next := after[i]
+			next.revision = res[p].NextRevision
+			h.cache.put(ExecutionStream(it.ExecutionID), next)
+			results[i].Recorded, results[i].State = true, next.state
+		}
+	}
+	return results, nil
+}
+
+// cachedAccount is the workspace's cached billing state when there is one, without a read: a
+// stale one fails its append on revision. Otherwise it folds the stream.
+func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded[billing.State], error) {
+	stream := BillingStream(workspaceID)
+	if c, ok := h.cache.get(stream); ok {
+		if l, ok := c.(loaded[billing.State]); ok {
+			return l, nil
+		}
+	}
+	return load(ctx, h, stream, billingAgg)
+}
+
+// finishPart is the append of it's outcome at the execution's known revision, and the state
+// after it; ok is false when Finish decides nothing or refuses (the caller records it alone).
+func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+	stream := ExecutionStream(it.ExecutionID)
+	var cur loaded[execution.State]
+	if c, ok := h.cache.get(stream); ok {
+		cur, ok = c.(loaded[execution.State])
+		if !ok {
+			return eventstore.StreamAppend{}, cur, false, nil
+		}
+	} else {
+		var err error
+		if cur, err = load(ctx, h, stream, executionAgg); err != nil {
+			return eventstore.StreamAppend{}, cur, false, err
+		}
+	}
+	if !cur.state.Exists {
+		return eventstore.StreamAppend{}, cur, false, nil
+	}
+	events, err := it.Finish(cur.state)
+	if err != nil || len(events) == 0 {
+		return eventstore.StreamAppend{}, cur, false, nil
+	}
+	data, err := encodeEvents(ctx, events)
+	if err != nil {
+		return eventstore.StreamAppend{}, cur, false, err
+	}
+	for _, e := range events {
+		cur.state = cur.state.Evolve(e)
+	}
+	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: data}, cur, true, nil
+}
+
+// encodeParts fills the first part (the billing stream's) with the encoded charges.
+func encodeParts(ctx context.Context, parts []eventstore.StreamAppend, charges []domain.Event) error {
+	data, err := encodeEvents(ctx, charges)
+	if err != nil {
+		return err
+	}
+	parts[0].Events = data
+	return nil
+}

@@ -1,0 +1,156 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/internal/testenv"
+)
+
+const chargeWorker = "worker-a"
+
+// submitEchoes submits n core.echo executions in ws through h (no runner: they stay CREATED)
+// and returns their ids.
+func submitEchoes(t *testing.T, h *commands.Handler, ws string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = st.ID
+	}
+	return ids
+}
+
+// claimAndComplete is the item of a repeatable call: charge one credit, claim and complete.
+func claimAndComplete(h *commands.Handler, id string) commands.ChargedFinish {
+	return commands.ChargedFinish{ExecutionID: id,
+		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
+		Finish: h.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
+			return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
+		})}
+}
+
+// txIDs returns the distinct transaction ids of the events of streams.
+func txIDs(t *testing.T, env *testenv.Env, streams ...string) []int64 {
+	t.Helper()
+	rows, err := env.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text::bigint FROM events WHERE stream = ANY($1)`, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func balance(t *testing.T, h *commands.Handler, ws string) billing.Credits {
+	t.Helper()
+	b, err := h.Balance(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Total()
+}
+
+// A batch's charges and its executions' claims and completions are one commit, and an item
+// the balance cannot cover writes nothing.
+func TestChargeAndFinishIsOneCommit(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 2)
+	ids := submitEchoes(t, h, ws, 3)
+	items := make([]commands.ChargedFinish, len(ids))
+	for i, id := range ids {
+		items[i] = claimAndComplete(h, id)
+	}
+	before := len(txIDs(t, env, commands.BillingStream(ws)))
+
+	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res[i].Err != nil || !res[i].Recorded || res[i].State.Status != execution.StatusCompleted {
+			t.Fatalf("item %d: %+v", i, res[i])
+		}
+	}
+	if !errors.Is(res[2].Err, domain.ErrInsufficientCredits) || res[2].Recorded {
+		t.Fatalf("the third item, beyond the balance: %+v", res[2])
+	}
+	if got := len(txIDs(t, env, commands.BillingStream(ws))); got != before+1 {
+		t.Fatalf("billing stream written by %d transactions, want %d", got, before+1)
+	}
+	written := txIDs(t, env, commands.ExecutionStream(ids[0]), commands.ExecutionStream(ids[1]))
+	if len(written) != 3 { // each execution's submit, and the one commit of both outcomes
+		t.Fatalf("the two executions were written by %d transactions, want 3", len(written))
+	}
+	for _, i := range []int{0, 1} {
+		st, err := commands.New(env.Store).Execution(context.Background(), ids[i]) // a fresh fold, no cache
+		if err != nil || st.Status != execution.StatusCompleted || st.TotalUsage != billing.FromWhole(1) {
+			t.Fatalf("execution %d as stored: %+v, %v", i, st, err)
+		}
+	}
+	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[2]); st.Status != execution.StatusCreated {
+		t.Fatalf("the uncovered execution is %s", st.Status)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != 0 {
+		t.Fatalf("balance %s, want 0", got)
+	}
+}
+
+// A batch decided on a stale state, or charging a cause charged before, writes nothing and
+// says so, for the caller to take the separate path.
+func TestChargeAndFinishWritesNothingWhenItCannotCombine(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 10)
+	ids := submitEchoes(t, h, ws, 2)
+
+	// Another process claims the second execution: h's cached state of it is stale.
+	other := commands.New(env.Store)
+	if _, err := other.ClaimExecution(context.Background(), ids[1], "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	if !errors.Is(err, commands.ErrNotCombined) {
+		t.Fatalf("stale state: %v, want ErrNotCombined", err)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(10) {
+		t.Fatalf("balance %s after a refused batch, want 10", got)
+	}
+	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[0]); st.Status != execution.StatusCreated {
+		t.Fatalf("the first execution is %s after a refused batch", st.Status)
+	}
+
+	// A cause charged before: the derived event id is taken.
+	if _, err := h.Charge(context.Background(), ws, "execution-"+ids[0], billing.FromWhole(1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0])})
+	if !errors.Is(err, commands.ErrNotCombined) {
+		t.Fatalf("cause charged before: %v, want ErrNotCombined", err)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(9) {
+		t.Fatalf("balance %s, want 9 (the one separate charge)", got)
+	}
+}
