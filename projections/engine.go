@@ -172,7 +172,7 @@ func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
 			if err != nil {
 				return err
 			}
-			n, last, err := applyEvents(msg.Context(), tx, p, events, cp)
+			n, last, err := applyBatch(msg.Context(), tx, p, events, cp)
 			if err != nil || n == 0 {
 				return err
 			}

@@ -117,7 +117,7 @@ func (e *Engine) replay(ctx context.Context, db beginner, p Projector, schema st
 	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return 0, pos, err
 	}
-	n, last, err := applyRebuildBatch(ctx, tx, p, events, pos)
+	n, last, err := applyBatch(ctx, tx, p, events, pos)
 	if err != nil {
 		return 0, pos, err
 	}
@@ -131,16 +131,16 @@ func (e *Engine) replay(ctx context.Context, db beginner, p Projector, schema st
 }
 
 // batchApplier is implemented by a projector that can apply a run of consecutive events with a
-// few set-based statements instead of statements per event. A rebuild, which replays the whole
-// log, uses it when present; the rows it writes must equal those of Apply called event by event,
-// which TestRebuildReproducesTablesRowForRow checks against the live tables. Errors about one
-// event are wrapped with eventError.
+// few set-based statements instead of statements per event. The live projector and a rebuild
+// use it when present; the rows it writes must equal those of Apply called event by event,
+// which the projector's own equivalence test checks (TestApplyBatchEqualsApply). Errors about
+// one event are wrapped with eventError.
 type batchApplier interface {
 	ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.RecordedEvent) error
 }
 
-// applyRebuildBatch is applyEvents for a rebuild: through ApplyBatch when the projector has it.
-func applyRebuildBatch(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
+// applyBatch is applyEvents through ApplyBatch when the projector has it.
+func applyBatch(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
 	ba, ok := p.(batchApplier)
 	if !ok {
 		return applyEvents(ctx, tx, p, events, after)

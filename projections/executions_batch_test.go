@@ -1,0 +1,154 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/testdb"
+)
+
+// executionEvents makes a random log of n executions' lives (retries, failures, completions,
+// some cut short), interleaved as concurrent executions are, plus events of an execution whose
+// row was made before the log starts and of one that has no row at all.
+func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown string) []eventstore.RecordedEvent {
+	t.Helper()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tick := func() time.Time { at = at.Add(time.Duration(rng.IntN(900)+1) * time.Millisecond); return at }
+	lives := make([][]domain.Event, 0, n+2)
+	life := func(id string, submitted bool) []domain.Event {
+		var evs []domain.Event
+		if submitted {
+			evs = append(evs, execution.Submitted{ExecutionID: id, WorkspaceID: "ws-" + fmt.Sprint(rng.IntN(3)), Module: "core.echo",
+				Attempts: 3, CachedFrom: []string{"", uuid.NewString()}[rng.IntN(2)], At: tick()})
+		}
+		steps := rng.IntN(5)
+		for attempt := 1; attempt <= steps; attempt++ {
+			evs = append(evs, execution.Started{ExecutionID: id, Attempt: attempt, Worker: "w", LeaseUntil: tick().Add(time.Minute), At: tick()})
+			switch r := rng.IntN(4); {
+			case r == 0 && attempt < steps:
+				evs = append(evs, execution.AttemptFailed{ExecutionID: id, Attempt: attempt, Error: json.RawMessage(`{"code":"x"}`), RetryAt: tick().Add(time.Second), At: tick()})
+			case r == 1:
+				return append(evs, execution.Failed{ExecutionID: id, Attempt: attempt, Error: json.RawMessage(`{"code":"final"}`), At: tick()})
+			case r == 2:
+				return append(evs, execution.Completed{ExecutionID: id, Attempt: attempt, Output: json.RawMessage(`{}`), TotalUsage: billing.FromWhole(1), At: tick()})
+			}
+		}
+		return evs
+	}
+	for range n {
+		lives = append(lives, life(uuid.NewString(), true))
+	}
+	lives = append(lives, life(existing, rng.IntN(2) == 0), life(unknown, false))
+	var out []eventstore.RecordedEvent
+	for pos := uint64(1); ; pos++ {
+		var open []int
+		for i, l := range lives {
+			if len(l) > 0 {
+				open = append(open, i)
+			}
+		}
+		if len(open) == 0 {
+			return out
+		}
+		i := open[rng.IntN(len(open))]
+		e := lives[i][0]
+		lives[i] = lives[i][1:]
+		data, err := domain.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, eventstore.RecordedEvent{Type: e.EventType(), Data: data, Position: eventstore.Position{Commit: pos, Prepare: pos}})
+	}
+}
+
+func executionsTable(t *testing.T, pool *pgxpool.Pool, existing string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Executions{}.Migrate(ctx, tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO executions (id, workspace_id, module, status, attempts, total_usage, error, created_at, updated_at)
+		VALUES ($1, 'ws-old', 'core.jq', 'RUNNING', 2, 5, '{"old":true}', '2026-11-01T00:00:00Z', '2026-11-01T00:00:00Z')`, existing); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func executionRows(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT e::text FROM executions e ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// applyInTx applies events in one projector transaction, through ApplyBatch or event by event.
+func applyInTx(t *testing.T, pool *pgxpool.Pool, events []eventstore.RecordedEvent, batch bool) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		if batch {
+			_, _, err = applyBatch(ctx, tx, Executions{}, events, eventstore.Position{})
+		} else {
+			_, _, err = applyEvents(ctx, tx, Executions{}, events, eventstore.Position{})
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyBatchEqualsApply: the executions table after a log applied in batches of random
+// sizes equals the table after the same log applied event by event, row for row.
+func TestApplyBatchEqualsApply(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			existing, unknown := uuid.NewString(), uuid.NewString()
+			events := executionEvents(t, rng, 60, existing, unknown)
+			one, _ := testdb.NewPool(t)
+			batched, _ := testdb.NewPool(t)
+			executionsTable(t, one, existing)
+			executionsTable(t, batched, existing)
+			for _, ev := range events {
+				applyInTx(t, one, []eventstore.RecordedEvent{ev}, false)
+			}
+			for rest := events; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(40))
+				applyInTx(t, batched, rest[:n], true)
+				rest = rest[n:]
+			}
+			want, got := executionRows(t, one), executionRows(t, batched)
+			if len(want) < 50 {
+				t.Fatalf("only %d rows to compare", len(want))
+			}
+			if !reflect.DeepEqual(want, got) {
+				for i := range min(len(want), len(got)) {
+					if want[i] != got[i] {
+						t.Fatalf("row %d differs:\nevent by event %s\nin batches     %s", i, want[i], got[i])
+					}
+				}
+				t.Fatalf("%d rows event by event, %d in batches", len(want), len(got))
+			}
+		})
+	}
+}
