@@ -161,36 +161,52 @@ func eventID(e domain.Event) uuid.UUID {
 	return uuid.New()
 }
 
-// stateCache keeps recently folded aggregates. It is bounded; when full an arbitrary entry goes.
+// stateCache keeps recently used aggregates, at most max of them. It is an approximate LRU in
+// two generations: entries go into the young map; when it holds max/2 the old map is dropped
+// and the young one takes its place, and a hit in the old map moves the entry back to the
+// young one. So what is in use (a busy workspace's billing account, executions in flight)
+// stays, and what went quiet longest goes, at O(1) per call.
 type stateCache struct {
-	mu      sync.Mutex
-	max     int
-	entries map[string]any
+	mu         sync.Mutex
+	max        int
+	young, old map[string]any
 }
 
-func newStateCache(max int) *stateCache { return &stateCache{max: max, entries: map[string]any{}} }
+func newStateCache(max int) *stateCache {
+	return &stateCache{max: max, young: map[string]any{}, old: map[string]any{}}
+}
 
 func (c *stateCache) get(stream string) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.entries[stream]
+	if v, ok := c.young[stream]; ok {
+		return v, true
+	}
+	v, ok := c.old[stream]
+	if ok {
+		delete(c.old, stream)
+		c.putLocked(stream, v)
+	}
 	return v, ok
 }
 
 func (c *stateCache) put(stream string, v any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.entries[stream]; !ok && len(c.entries) >= c.max {
-		for k := range c.entries {
-			delete(c.entries, k)
-			break
-		}
+	delete(c.old, stream)
+	c.putLocked(stream, v)
+}
+
+func (c *stateCache) putLocked(stream string, v any) {
+	if _, ok := c.young[stream]; !ok && len(c.young) >= max(c.max/2, 1) {
+		c.old, c.young = c.young, make(map[string]any, len(c.young))
 	}
-	c.entries[stream] = v
+	c.young[stream] = v
 }
 
 func (c *stateCache) drop(stream string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, stream)
+	delete(c.young, stream)
+	delete(c.old, stream)
 }
