@@ -109,8 +109,7 @@ func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggr
 		}
 		res, err := appendEvents(ctx, h, stream, cur.expected(), events)
 		if isConflict(err) && attempt < maxConflictRetries {
-			h.cache.drop(stream)
-			continue
+			continue // load reads on from the cached state: events never change once written
 		}
 		if err != nil {
 			return agg.zero, Result{}, err

@@ -40,10 +40,40 @@ type FinishResult struct {
 // ChargeAndFinish bills the items' charges to one workspace and records each execution's
 // outcome in the same atomic append (eventstore.Store.AppendMulti): one commit for a batch of
 // finishing executions instead of one for the charges and one per outcome. It decides on the
-// cached states it has, so it usually reads nothing; a stale one fails the append on revision,
-// and the whole batch answers ErrNotCombined for the caller to take the separate path.
+// cached states it has, so it usually reads nothing. A stale account (another process charged
+// the workspace) is read again and the batch decided anew; a stale execution fails the whole
+// batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
-	acct, err := h.cachedAccount(ctx, workspaceID)
+	for attempt := 0; ; attempt++ {
+		results, err := h.chargeAndFinish(ctx, workspaceID, items, attempt > 0)
+		var wrong *eventstore.WrongExpectedVersionError
+		if errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID) && attempt < maxConflictRetries {
+			continue // another process charged the account meanwhile: read on and decide anew
+		}
+		if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
+			h.cache.drop(BillingStream(workspaceID))
+			for _, it := range items {
+				h.cache.drop(ExecutionStream(it.ExecutionID))
+			}
+			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, ErrNotCombined)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+		}
+		return results, nil
+	}
+}
+
+// chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. With
+// readOn it reads the account's events after the cached state before deciding.
+func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+	var acct loaded[billing.State]
+	var err error
+	if readOn {
+		acct, err = load(ctx, h, BillingStream(workspaceID), billingAgg)
+	} else {
+		acct, err = h.cachedAccount(ctx, workspaceID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -77,15 +107,8 @@ func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items
 		return nil, err
 	}
 	res, err := h.store.AppendMulti(ctx, parts...)
-	if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
-		h.cache.drop(BillingStream(workspaceID))
-		for _, it := range items {
-			h.cache.drop(ExecutionStream(it.ExecutionID))
-		}
-		return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, ErrNotCombined)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+		return nil, err
 	}
 	acct.revision, acct.exists = res[0].NextRevision, true
 	h.cache.put(BillingStream(workspaceID), acct)

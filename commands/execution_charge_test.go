@@ -154,3 +154,32 @@ func TestChargeAndFinishWritesNothingWhenItCannotCombine(t *testing.T) {
 		t.Fatalf("balance %s, want 9 (the one separate charge)", got)
 	}
 }
+
+// An account another process charged since this one cached it is read again: the batch is
+// still written in one commit, against the balance as it now stands.
+func TestChargeAndFinishRereadsAMovedAccount(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 3)
+	ids := submitEchoes(t, h, ws, 2)
+	if _, err := h.Balance(context.Background(), ws); err != nil { // h caches the account
+		t.Fatal(err)
+	}
+	other := commands.New(env.Store)
+	if _, err := other.Charge(context.Background(), ws, "elsewhere", billing.FromWhole(2)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Recorded || res[0].Err != nil {
+		t.Fatalf("first item: %+v", res[0])
+	}
+	if !errors.Is(res[1].Err, domain.ErrInsufficientCredits) {
+		t.Fatalf("second item, past the balance left by the other charge: %+v", res[1])
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != 0 {
+		t.Fatalf("balance %s, want 0", got)
+	}
+}
