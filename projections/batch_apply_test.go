@@ -86,9 +86,10 @@ func executionsTable(t *testing.T, pool *pgxpool.Pool, existing string) {
 	}
 }
 
-func executionRows(t *testing.T, pool *pgxpool.Pool) []string {
+// tableRows lists table's rows as text, in a stable order.
+func tableRows(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT e::text FROM executions e ORDER BY id`)
+	rows, err := pool.Query(context.Background(), `SELECT r::text FROM `+table+` r ORDER BY r::text`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,15 +101,15 @@ func executionRows(t *testing.T, pool *pgxpool.Pool) []string {
 }
 
 // applyInTx applies events in one projector transaction, through ApplyBatch or event by event.
-func applyInTx(t *testing.T, pool *pgxpool.Pool, events []eventstore.RecordedEvent, batch bool) {
+func applyInTx(t *testing.T, pool *pgxpool.Pool, p Projector, events []eventstore.RecordedEvent, batch bool) {
 	t.Helper()
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
 		if batch {
-			_, _, err = applyBatch(ctx, tx, Executions{}, events, eventstore.Position{})
+			_, _, err = applyBatch(ctx, tx, p, events, eventstore.Position{})
 		} else {
-			_, _, err = applyEvents(ctx, tx, Executions{}, events, eventstore.Position{})
+			_, _, err = applyEvents(ctx, tx, p, events, eventstore.Position{})
 		}
 		return err
 	})
@@ -117,38 +118,86 @@ func applyInTx(t *testing.T, pool *pgxpool.Pool, events []eventstore.RecordedEve
 	}
 }
 
-// TestApplyBatchEqualsApply: the executions table after a log applied in batches of random
-// sizes equals the table after the same log applied event by event, row for row.
+// TestApplyBatchEqualsApply: a projector's tables after a log applied in batches of random
+// sizes (as the live projector and a rebuild do) equal its tables after the same log applied
+// event by event, row for row.
 func TestApplyBatchEqualsApply(t *testing.T) {
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+		t.Run(fmt.Sprint("executions seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			existing, unknown := uuid.NewString(), uuid.NewString()
 			events := executionEvents(t, rng, 60, existing, unknown)
-			one, _ := testdb.NewPool(t)
-			batched, _ := testdb.NewPool(t)
-			executionsTable(t, one, existing)
-			executionsTable(t, batched, existing)
-			for _, ev := range events {
-				applyInTx(t, one, []eventstore.RecordedEvent{ev}, false)
-			}
-			for rest := events; len(rest) > 0; {
-				n := min(len(rest), 1+rng.IntN(40))
-				applyInTx(t, batched, rest[:n], true)
-				rest = rest[n:]
-			}
-			want, got := executionRows(t, one), executionRows(t, batched)
-			if len(want) < 50 {
-				t.Fatalf("only %d rows to compare", len(want))
-			}
-			if !reflect.DeepEqual(want, got) {
-				for i := range min(len(want), len(got)) {
-					if want[i] != got[i] {
-						t.Fatalf("row %d differs:\nevent by event %s\nin batches     %s", i, want[i], got[i])
-					}
+			checkBatchesEqualEvents(t, rng, Executions{}, events, func(pool *pgxpool.Pool) { executionsTable(t, pool, existing) })
+		})
+		t.Run(fmt.Sprint("billing seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			checkBatchesEqualEvents(t, rng, Billing{}, billingEvents(t, rng, 300), func(pool *pgxpool.Pool) {
+				ctx := context.Background()
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Billing{}.Migrate(ctx, tx) }); err != nil {
+					t.Fatal(err)
 				}
-				t.Fatalf("%d rows event by event, %d in batches", len(want), len(got))
-			}
+			})
 		})
 	}
+}
+
+func checkBatchesEqualEvents(t *testing.T, rng *rand.Rand, p Projector, events []eventstore.RecordedEvent, setup func(*pgxpool.Pool)) {
+	t.Helper()
+	one, _ := testdb.NewPool(t)
+	batched, _ := testdb.NewPool(t)
+	setup(one)
+	setup(batched)
+	for _, ev := range events {
+		applyInTx(t, one, p, []eventstore.RecordedEvent{ev}, false)
+	}
+	for rest := events; len(rest) > 0; {
+		n := min(len(rest), 1+rng.IntN(40))
+		applyInTx(t, batched, p, rest[:n], true)
+		rest = rest[n:]
+	}
+	for _, table := range p.Tables() {
+		want, got := tableRows(t, one, table), tableRows(t, batched, table)
+		if len(want) < 3 {
+			t.Fatalf("%s: only %d rows to compare", table, len(want))
+		}
+		if !reflect.DeepEqual(want, got) {
+			for i := range min(len(want), len(got)) {
+				if want[i] != got[i] {
+					t.Fatalf("%s row %d differs:\nevent by event %s\nin batches     %s", table, i, want[i], got[i])
+				}
+			}
+			t.Fatalf("%s: %d rows event by event, %d in batches", table, len(want), len(got))
+		}
+	}
+}
+
+// billingEvents makes a random billing log of three workspaces: purchases, renewals and
+// charges the balance covers, each with its stream's next revision.
+func billingEvents(t *testing.T, rng *rand.Rand, n int) []eventstore.RecordedEvent {
+	t.Helper()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	revisions := map[string]uint64{}
+	var out []eventstore.RecordedEvent
+	for i := range n {
+		ws := fmt.Sprint("ws-", rng.IntN(3))
+		at = at.Add(time.Second)
+		var e domain.Event
+		switch r := rng.IntN(10); {
+		case r < 3:
+			e = billing.CreditsPurchased{WorkspaceID: ws, Amount: billing.FromWhole(int64(1 + rng.IntN(20))), Reference: fmt.Sprint("ref-", i), At: at}
+		case r < 4:
+			e = billing.PlanRenewed{WorkspaceID: ws, Included: billing.FromWhole(10), Lapsed: billing.FromWhole(int64(rng.IntN(3))), At: at}
+		default:
+			e = billing.CreditsCharged{WorkspaceID: ws, Cause: fmt.Sprint("execution-", i), Amount: billing.FromWhole(1), FromCredit: billing.FromWhole(1), At: at}
+		}
+		data, err := domain.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := uint64(i + 1)
+		out = append(out, eventstore.RecordedEvent{ID: uuid.New(), Stream: "billing-" + ws, Revision: revisions[ws], Type: e.EventType(), Data: data,
+			Position: eventstore.Position{Commit: pos, Prepare: pos}, CreatedAt: at})
+		revisions[ws]++
+	}
+	return out
 }
