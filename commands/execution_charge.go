@@ -16,6 +16,10 @@ import (
 // the caller charges and records each execution the separate way.
 var ErrNotCombined = errors.New("charges and outcomes not combined")
 
+// errNotCreated is the result of an item with Create whose Finish decided nothing: neither it
+// nor its charge was written.
+var errNotCreated = errors.New("execution not created: its outcome could not be decided")
+
 // ChargedFinish is one execution's charge and the outcome recorded with it.
 type ChargedFinish struct {
 	ExecutionID string
@@ -24,12 +28,16 @@ type ChargedFinish struct {
 	// made; an error leaves the execution as it is (the charge is still made, as a charge
 	// made before a separate outcome append would be).
 	Finish func(execution.State) ([]domain.Event, error)
+	// Create, when set, are the events that create the execution (its submit): it does not
+	// exist yet, and they are written first in the same append, which expects no stream.
+	Create []domain.Event
 }
 
 // FinishResult is the fate of one ChargedFinish.
 type FinishResult struct {
 	// Err is nil when charged, ErrInsufficientCredits when the balance could not cover it
-	// (nothing written for this item).
+	// (nothing written for this item), or another error when an item with Create could not
+	// be decided (nothing written either).
 	Err error
 	// Recorded reports that the outcome Finish decided was written with the charge; State is
 	// then the execution after it.
@@ -88,14 +96,18 @@ func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items
 			results[i].Err = err
 			continue
 		}
-		for _, e := range evs {
-			acct.state = acct.state.Evolve(e)
-		}
-		charges = append(charges, evs...)
 		part, next, ok, err := h.finishPart(ctx, it)
 		if err != nil {
 			return nil, err
 		}
+		if !ok && len(it.Create) > 0 {
+			results[i].Err = errNotCreated // no charge for an execution that would not exist
+			continue
+		}
+		for _, e := range evs {
+			acct.state = acct.state.Evolve(e)
+		}
+		charges = append(charges, evs...)
 		if ok {
 			parts, partOf[i], after[i] = append(parts, part), len(parts), next
 		}
@@ -140,6 +152,9 @@ func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded
 func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	stream := ExecutionStream(it.ExecutionID)
 	var cur loaded[execution.State]
+	if len(it.Create) > 0 {
+		return h.createPart(ctx, it)
+	}
 	if c, ok := h.cache.get(stream); ok {
 		cur, ok = c.(loaded[execution.State])
 		if !ok {
@@ -166,6 +181,29 @@ func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 		cur.state = cur.state.Evolve(e)
 	}
 	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: data}, cur, true, nil
+}
+
+// createPart is the append that creates it's execution with its outcome: the Create events,
+// then what Finish decides on the state they make.
+func (h *Handler) createPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+	cur := loaded[execution.State]{}
+	for _, e := range it.Create {
+		cur.state = cur.state.Evolve(e)
+	}
+	outcome, err := it.Finish(cur.state)
+	if err != nil || len(outcome) == 0 {
+		return eventstore.StreamAppend{}, cur, false, nil
+	}
+	events := append(append([]domain.Event{}, it.Create...), outcome...)
+	data, err := encodeEvents(ctx, events)
+	if err != nil {
+		return eventstore.StreamAppend{}, cur, false, err
+	}
+	for _, e := range outcome {
+		cur.state = cur.state.Evolve(e)
+	}
+	cur.exists = true
+	return eventstore.StreamAppend{Stream: ExecutionStream(it.ExecutionID), Expected: eventstore.NoStream(), Events: data}, cur, true, nil
 }
 
 // encodeParts fills the first part (the billing stream's) with the encoded charges.

@@ -19,6 +19,12 @@ type Runner interface {
 	// once it is done with the execution (ended, or handed on to a retry or another
 	// instance); it is buffered, so nobody need read it.
 	Take(st execution.State) <-chan execution.State
+	// RunFirst runs a waiting call of a repeatable module at once, before anything of it is
+	// written, and records its submit (create, which makes st), claim, outcome and charge in
+	// one commit. It returns the state recorded, or false when it did not record the call
+	// (any charge it made is then absorbed by the call's own charge later), for the caller
+	// to append the submit and Take it as usual.
+	RunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
 }
 
 type runnerBox struct{ r Runner }

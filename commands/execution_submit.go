@@ -108,12 +108,36 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 	runner := h.localRunner()
 	if runner != nil {
 		sub.Runner = runner.Worker()
+		if st, ok := h.runFirst(ctx, runner, c, sub, window); ok {
+			return st, nil
+		}
 	}
 	st, created, err := h.appendSubmit(ctx, sub)
 	if err != nil || runner == nil || !created {
 		return st, err
 	}
 	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor), nil
+}
+
+// runFirst hands a waiting call of a repeatable module to the local runner before its submit
+// is appended, so that submit, claim, outcome and charge take one commit. Calls bound to an
+// idempotency key or a cache window take the usual path: their first append is elsewhere.
+func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
+	if c.WaitFor <= 0 || c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
+		return execution.State{}, false
+	}
+	if m, ok := h.modules.Get(c.Module); !ok || !modules.IsRepeatable(m) {
+		return execution.State{}, false
+	}
+	events, err := execution.DecideSubmit(execution.State{}, sub, h.now())
+	if err != nil {
+		return execution.State{}, false
+	}
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	return runner.RunFirst(ctx, st, events)
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A

@@ -84,7 +84,7 @@ func (c *charger) apply(ctx context.Context, workspaceID string, batch []*charge
 	}
 	results, err := c.cmds.ChargeAndFinish(ctx, workspaceID, items)
 	if errors.Is(err, commands.ErrNotCombined) {
-		results, err = c.chargeOnly(ctx, workspaceID, items)
+		results, err = c.separately(ctx, workspaceID, items)
 	}
 	for i, call := range batch {
 		if err != nil {
@@ -93,6 +93,32 @@ func (c *charger) apply(ctx context.Context, workspaceID string, batch []*charge
 			call.done <- chargeDone{res: results[i]}
 		}
 	}
+}
+
+// separately charges the batch's executions that exist; those the batch was to create are
+// answered ErrNotCombined uncharged, for their callers to submit them first.
+func (c *charger) separately(ctx context.Context, workspaceID string, items []commands.ChargedFinish) ([]commands.FinishResult, error) {
+	results := make([]commands.FinishResult, len(items))
+	var existing []commands.ChargedFinish
+	var at []int
+	for i, it := range items {
+		if len(it.Create) > 0 {
+			results[i].Err = commands.ErrNotCombined
+			continue
+		}
+		existing, at = append(existing, it), append(at, i)
+	}
+	if len(existing) == 0 {
+		return results, nil
+	}
+	charged, err := c.chargeOnly(ctx, workspaceID, existing)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		results[i] = charged[j]
+	}
+	return results, nil
 }
 
 // chargeOnly appends the batch's charges, retrying while other processes win the race for

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
@@ -391,5 +392,69 @@ func TestStopDuringStartUpIsClean(t *testing.T) {
 	cancel()
 	if err := ex.Run(ctx); err != nil {
 		t.Fatalf("run stopped during start-up = %v, want nil", err)
+	}
+}
+
+// txIDsOf returns the distinct transaction ids that wrote the execution's events and its charge.
+func txIDsOf(t *testing.T, env *testenv.Env, ws, id string) []string {
+	t.Helper()
+	rows, err := env.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text FROM events
+		WHERE stream = $1 OR (stream = $2 AND type = 'CreditsCharged' AND data->>'cause' = $3)`,
+		commands.ExecutionStream(id), commands.BillingStream(ws), "execution-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// A waiting call of a repeatable module is written once: its submit, claim, completion and
+// charge are one commit.
+func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != execution.StatusCompleted || st.TotalUsage != billing.FromWhole(1) {
+		t.Fatalf("waiting submit answered %+v", st.Record())
+	}
+	if ids := txIDsOf(t, env, ws, st.ID); len(ids) != 1 {
+		t.Fatalf("the call was written by %d transactions, want 1", len(ids))
+	}
+	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+		t.Fatalf("balance %v, want 9", bal.Total())
+	}
+}
+
+// A waiting repeatable call whose run fails takes the usual path: the failure is recorded and
+// nothing is charged.
+func TestWaitingRepeatableFailureTakesTheUsualPath(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	failing, err := modules.NewModule(modules.Definition{Name: "test.refuse", CostMilli: 1000, Timeout: 5 * time.Second, Repeatable: true,
+		Run: func(ctx context.Context, call modules.Call) (json.RawMessage, error) {
+			return nil, &modules.Failure{Code: "refused", Message: "no"}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := startInstance(t, env, registry(t, failing), executor.Config{Worker: "a", Concurrency: 4})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.refuse",
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != execution.StatusFailed || st.TotalUsage != 0 {
+		t.Fatalf("failing waiting submit answered %+v", st.Record())
+	}
+	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
+		t.Fatalf("balance %v after a failed call, want 10", bal.Total())
 	}
 }

@@ -1,0 +1,70 @@
+package executor
+
+import (
+	"context"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/modules"
+)
+
+// RunFirst implements commands.Runner: a waiting call of a repeatable module runs in a slot of
+// its workspace at once, before anything of it is written, and its submit, claim, completion
+// and charge go into the workspace's next charge batch: one commit, where the usual path takes
+// one for the submit and one for the rest. A failed run, a balance that cannot cover the call,
+// or a batch that cannot be written in one go answers false, and the caller takes the usual
+// path, which runs the call again (harmless: the module is repeatable) and records whatever
+// happens.
+func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+	e.mu.Lock()
+	runCtx := e.runCtx
+	e.mu.Unlock()
+	if runCtx == nil || !e.taking.Load() {
+		return st, false
+	}
+	type result struct {
+		st execution.State
+		ok bool
+	}
+	done := make(chan result, 1)
+	e.wg.Add(1)
+	e.metrics.queued.Inc()
+	e.slots.submit(st.WorkspaceID, func() {
+		defer e.wg.Done()
+		e.metrics.queued.Dec()
+		after, ok := e.runFirst(ctx, runCtx, st, create)
+		done <- result{after, ok}
+	})
+	select {
+	case r := <-done:
+		return r.st, r.ok
+	case <-ctx.Done():
+		// The caller is gone. Should the run still be recorded, the caller's submit finds the
+		// execution there and does not create it again.
+		return st, false
+	}
+}
+
+func (e *Executor) runFirst(ctx, runCtx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+	if ctx.Err() != nil {
+		return st, false
+	}
+	out, err := e.registry.Run(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.NextAttempt(), ExecutionID: st.ID})
+	if err != nil {
+		return st, false
+	}
+	usage := billing.Credits(st.CostMilli)
+	complete := func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
+	}
+	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
+		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
+		Finish: e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete), Create: create})
+	if err != nil || !res.Recorded {
+		return st, false
+	}
+	e.metrics.claims.Inc()
+	return res.State, true
+}
