@@ -22,9 +22,9 @@ type Runner interface {
 	// RunFirst runs a waiting call of a repeatable module at once, before anything of it is
 	// written, and records its submit (create, which makes st), claim, outcome and charge in
 	// one commit. It returns the state recorded, or false when it did not record the call
-	// (any charge it made is then absorbed by the call's own charge later), for the caller
-	// to append the submit and Take it as usual.
-	RunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
+	// within wait, for the caller to append the submit and Take it as usual (should the run
+	// still be recorded later, its append expects no stream and fails against that submit).
+	RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool)
 }
 
 type runnerBox struct{ r Runner }

@@ -64,6 +64,7 @@ type CallbackRequest struct {
 // spendable balance must cover the module's cost (ErrInsufficientCredits). A refused submit
 // appends nothing: every check runs before the first append.
 func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execution.State, error) {
+	start := time.Now()
 	sub, err := h.prepareSubmit(c)
 	if err != nil {
 		return execution.State{}, err
@@ -116,7 +117,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 	if err != nil || runner == nil || !created {
 		return st, err
 	}
-	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor), nil
+	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor-time.Since(start)), nil
 }
 
 // runFirst hands a waiting call of a repeatable module to the local runner before its submit
@@ -137,7 +138,7 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 	for _, e := range events {
 		st = st.Evolve(e)
 	}
-	return runner.RunFirst(ctx, st, events)
+	return runner.RunFirst(ctx, st, events, c.WaitFor)
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A

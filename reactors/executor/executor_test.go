@@ -458,3 +458,43 @@ func TestWaitingRepeatableFailureTakesTheUsualPath(t *testing.T) {
 		t.Fatalf("balance %v after a failed call, want 10", bal.Total())
 	}
 }
+
+// A waiting repeatable call that outlasts its wait answers in time, with an execution that
+// exists, and is then recorded and charged once.
+func TestWaitingCallSlowerThanItsWaitAnswersInTime(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	release := make(chan struct{})
+	slow, err := modules.NewModule(modules.Definition{Name: "test.slow", CostMilli: 1000, Timeout: 30 * time.Second, Repeatable: true,
+		Run: func(ctx context.Context, call modules.Call) (json.RawMessage, error) {
+			select {
+			case <-release:
+				return call.Input, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := startInstance(t, env, registry(t, slow), executor.Config{Worker: "a", Concurrency: 4})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.slow",
+		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.Terminal() {
+		t.Fatalf("the call ended before its module could: %+v", st.Record())
+	}
+	if _, err := commands.New(env.Store).Execution(context.Background(), st.ID); err != nil {
+		t.Fatalf("the answered execution is not stored: %v", err)
+	}
+	close(release)
+	done := waitTerminal(t, env.Cmds, st.ID)
+	if done.Status != execution.StatusCompleted || done.TotalUsage != billing.FromWhole(1) {
+		t.Fatalf("the slow call ended %+v", done.Record())
+	}
+	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+		t.Fatalf("balance %v, want 9: charged once", bal.Total())
+	}
+}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
@@ -16,8 +17,8 @@ import (
 // one for the submit and one for the rest. A failed run, a balance that cannot cover the call,
 // or a batch that cannot be written in one go answers false, and the caller takes the usual
 // path, which runs the call again (harmless: the module is repeatable) and records whatever
-// happens.
-func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+// happens. So does a call not recorded within its wait: it must answer by then with an id.
+func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool) {
 	e.mu.Lock()
 	runCtx := e.runCtx
 	e.mu.Unlock()
@@ -37,12 +38,18 @@ func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []do
 		after, ok := e.runFirst(ctx, runCtx, st, create)
 		done <- result{after, ok}
 	})
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case r := <-done:
 		return r.st, r.ok
+	case <-timer.C:
+		// The call must answer within its wait, with an execution id that exists: the caller
+		// appends the submit now. Should this run still be recorded first, the caller's
+		// submit finds the execution there; otherwise this run's append, which expects no
+		// stream, fails and the usual path records the call.
+		return st, false
 	case <-ctx.Done():
-		// The caller is gone. Should the run still be recorded, the caller's submit finds the
-		// execution there and does not create it again.
 		return st, false
 	}
 }
