@@ -31,6 +31,9 @@ type ChargedFinish struct {
 	// Create, when set, are the events that create the execution (its submit): it does not
 	// exist yet, and they are written first in the same append, which expects no stream.
 	Create []domain.Event
+	// CreateMeta is the metadata of the request that made Create; the batch's other events
+	// carry the context's.
+	CreateMeta Metadata
 }
 
 // FinishResult is the fate of one ChargedFinish.
@@ -147,14 +150,14 @@ func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded
 	return load(ctx, h, stream, billingAgg)
 }
 
-// finishPart is the append of it's outcome at the execution's known revision, and the state
+// finishPart is the append of the item's outcome at the execution's known revision, and the state
 // after it; ok is false when Finish decides nothing or refuses (the caller records it alone).
 func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+	if len(it.Create) > 0 {
+		return createPart(ctx, it)
+	}
 	stream := ExecutionStream(it.ExecutionID)
 	var cur loaded[execution.State]
-	if len(it.Create) > 0 {
-		return h.createPart(ctx, it)
-	}
 	if c, ok := h.cache.get(stream); ok {
 		cur, ok = c.(loaded[execution.State])
 		if !ok {
@@ -183,9 +186,9 @@ func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: data}, cur, true, nil
 }
 
-// createPart is the append that creates it's execution with its outcome: the Create events,
+// createPart is the append that creates its execution with its outcome: the Create events,
 // then what Finish decides on the state they make.
-func (h *Handler) createPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+func createPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	cur := loaded[execution.State]{}
 	for _, e := range it.Create {
 		cur.state = cur.state.Evolve(e)
@@ -194,8 +197,11 @@ func (h *Handler) createPart(ctx context.Context, it ChargedFinish) (eventstore.
 	if err != nil || len(outcome) == 0 {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}
-	events := append(append([]domain.Event{}, it.Create...), outcome...)
-	data, err := encodeEvents(ctx, events)
+	created, err := encodeEvents(WithMetadata(ctx, it.CreateMeta), it.Create)
+	if err != nil {
+		return eventstore.StreamAppend{}, cur, false, err
+	}
+	finished, err := encodeEvents(ctx, outcome)
 	if err != nil {
 		return eventstore.StreamAppend{}, cur, false, err
 	}
@@ -203,7 +209,8 @@ func (h *Handler) createPart(ctx context.Context, it ChargedFinish) (eventstore.
 		cur.state = cur.state.Evolve(e)
 	}
 	cur.exists = true
-	return eventstore.StreamAppend{Stream: ExecutionStream(it.ExecutionID), Expected: eventstore.NoStream(), Events: data}, cur, true, nil
+	return eventstore.StreamAppend{Stream: ExecutionStream(it.ExecutionID), Expected: eventstore.NoStream(),
+		Events: append(created, finished...)}, cur, true, nil
 }
 
 // encodeParts fills the first part (the billing stream's) with the encoded charges.

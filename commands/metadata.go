@@ -20,10 +20,16 @@ func WithMetadata(ctx context.Context, m Metadata) context.Context {
 }
 
 func metadataFrom(ctx context.Context) []byte {
-	m, _ := ctx.Value(metadataKey{}).(Metadata)
+	m := MetadataFrom(ctx)
 	if m == (Metadata{}) {
 		return nil
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// MetadataFrom is the metadata ctx carries (WithMetadata), zero when none.
+func MetadataFrom(ctx context.Context) Metadata {
+	m, _ := ctx.Value(metadataKey{}).(Metadata)
+	return m
 }

@@ -48,7 +48,9 @@ func (c *charger) charge(ctx context.Context, workspaceID string, item commands.
 	c.queues[workspaceID] = append(q, call)
 	c.mu.Unlock()
 	if !running {
-		go c.flush(context.WithoutCancel(ctx), workspaceID)
+		// The batch outlives the caller that starts it and is written for many: it carries
+		// no request's metadata (ChargedFinish.CreateMeta carries each submit's own).
+		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}), workspaceID)
 	}
 	select {
 	case d := <-call.done:

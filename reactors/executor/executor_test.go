@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -417,7 +418,8 @@ func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	ctx := commands.WithMetadata(context.Background(), commands.Metadata{Source: "test", RequestID: "req-1"})
+	st, err := cmds.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +429,13 @@ func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
 	}
 	if ids := txIDsOf(t, env, ws, st.ID); len(ids) != 1 {
 		t.Fatalf("the call was written by %d transactions, want 1", len(ids))
+	}
+	evs, err := env.Store.ReadStream(context.Background(), commands.ExecutionStream(st.ID), 0, 10)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events of the call: %d, %v", len(evs), err)
+	}
+	if !strings.Contains(string(evs[0].Metadata), `"req-1"`) {
+		t.Fatalf("the submit lost its request's metadata: %s", evs[0].Metadata)
 	}
 	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance %v, want 9", bal.Total())

@@ -68,7 +68,7 @@ func (e *Executor) runFirst(ctx, runCtx context.Context, st execution.State, cre
 	}
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
 		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Finish: e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete), Create: create})
+		Finish: e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete), Create: create, CreateMeta: commands.MetadataFrom(ctx)})
 	if err != nil || !res.Recorded {
 		return st, false
 	}
