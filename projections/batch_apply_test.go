@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,6 +53,13 @@ func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown stri
 		lives = append(lives, life(uuid.NewString(), true))
 	}
 	lives = append(lives, life(existing, rng.IntN(2) == 0), life(unknown, false))
+	return interleave(t, rng, lives)
+}
+
+// interleave merges lives into one log, each life's events in order, as concurrent
+// executions' events are.
+func interleave(t *testing.T, rng *rand.Rand, lives [][]domain.Event) []eventstore.RecordedEvent {
+	t.Helper()
 	var out []eventstore.RecordedEvent
 	for pos := uint64(1); ; pos++ {
 		var open []int
@@ -72,6 +80,52 @@ func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown stri
 		}
 		out = append(out, eventstore.RecordedEvent{Type: e.EventType(), Data: data, Position: eventstore.Position{Commit: pos, Prepare: pos}})
 	}
+}
+
+// webhookEvents makes a random log of n executions, most with a callback, each ending and
+// then going through delivery attempts, failures, replays and deliveries.
+func webhookEvents(t *testing.T, rng *rand.Rand, n int) []eventstore.RecordedEvent {
+	t.Helper()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tick := func() time.Time { at = at.Add(time.Duration(rng.IntN(900)+1) * time.Millisecond); return at }
+	lives := make([][]domain.Event, 0, n)
+	for range n {
+		id := uuid.NewString()
+		sub := execution.Submitted{ExecutionID: id, WorkspaceID: "ws", Module: "core.echo", Attempts: 1, At: tick()}
+		if rng.IntN(3) > 0 {
+			sub.Callback.URL = "https://example.com/hook"
+		}
+		evs := []domain.Event{sub, execution.Started{ExecutionID: id, Attempt: 1, Worker: "w", LeaseUntil: tick(), At: tick()}}
+		if rng.IntN(2) == 0 {
+			evs = append(evs, execution.Completed{ExecutionID: id, Attempt: 1, Output: json.RawMessage(`{}`), At: tick()})
+		} else {
+			evs = append(evs, execution.Failed{ExecutionID: id, Attempt: 1, Error: json.RawMessage(`{"code":"x"}`), At: tick()})
+		}
+		for attempt := 1; attempt <= rng.IntN(4); attempt++ {
+			evs = append(evs, execution.WebhookAttemptStarted{ExecutionID: id, Attempt: attempt, Worker: "w", LeaseUntil: tick().Add(time.Minute), At: tick()})
+			switch rng.IntN(4) {
+			case 0:
+				evs = append(evs, execution.WebhookDelivered{ExecutionID: id, Attempt: attempt, Worker: "w", StatusCode: 200, At: tick()})
+			case 1:
+				evs = append(evs, execution.WebhookAttemptFailed{ExecutionID: id, Attempt: attempt, Worker: "w", Error: json.RawMessage(`{}`), Final: true, At: tick()})
+			case 2:
+				evs = append(evs, execution.WebhookAttemptFailed{ExecutionID: id, Attempt: attempt, Worker: "w", Error: json.RawMessage(`{}`), RetryAt: tick().Add(time.Second), At: tick()})
+			default:
+				evs = append(evs, execution.WebhookReplayRequested{ExecutionID: id, At: tick()})
+			}
+		}
+		lives = append(lives, evs)
+	}
+	// A few lives at a time, so that an execution's terminal event and its delivery events
+	// often fall into one batch, where their order matters.
+	var out []eventstore.RecordedEvent
+	for chunk := range slices.Chunk(lives, 4) {
+		out = append(out, interleave(t, rng, chunk)...)
+	}
+	for i := range out {
+		out[i].Position = eventstore.Position{Commit: uint64(i + 1), Prepare: uint64(i + 1)}
+	}
+	return out
 }
 
 func executionsTable(t *testing.T, pool *pgxpool.Pool, existing string) {
@@ -128,6 +182,15 @@ func TestApplyBatchEqualsApply(t *testing.T) {
 			existing, unknown := uuid.NewString(), uuid.NewString()
 			events := executionEvents(t, rng, 60, existing, unknown)
 			checkBatchesEqualEvents(t, rng, Executions{}, events, func(pool *pgxpool.Pool) { executionsTable(t, pool, existing) })
+		})
+		t.Run(fmt.Sprint("webhooks seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			checkBatchesEqualEvents(t, rng, Webhooks{}, webhookEvents(t, rng, 80), func(pool *pgxpool.Pool) {
+				ctx := context.Background()
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Webhooks{}.Migrate(ctx, tx) }); err != nil {
+					t.Fatal(err)
+				}
+			})
 		})
 		t.Run(fmt.Sprint("billing seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))

@@ -78,6 +78,59 @@ func (Webhooks) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) 
 	return nil
 }
 
+// ApplyBatch implements batchApplier: the same rows as Apply event by event, with the
+// terminal events' updates (one per execution, most of them of executions without a callback,
+// so updating nothing) gathered into one statement. They are flushed before any other event's
+// statement, so every statement still runs in log order.
+func (w Webhooks) ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.RecordedEvent) error {
+	var opened terminalRounds
+	for _, ev := range events {
+		e, err := decode(ev)
+		if err != nil {
+			return err
+		}
+		switch e := e.(type) {
+		case execution.Completed:
+			opened.add(e.ExecutionID, e.At)
+			continue
+		case execution.Failed:
+			opened.add(e.ExecutionID, e.At)
+			continue
+		case execution.Submitted:
+			if e.Callback.URL == "" {
+				continue // writes nothing: no need to flush
+			}
+		}
+		opened.flush(tx)
+		if err := w.Apply(ctx, tx, ev); err != nil {
+			return err
+		}
+	}
+	opened.flush(tx)
+	return nil
+}
+
+// terminalRounds gathers the rounds that Completed and Failed open, for one statement.
+type terminalRounds struct {
+	ids []string
+	ats []time.Time
+}
+
+func (r *terminalRounds) add(id string, at time.Time) {
+	r.ids, r.ats = append(r.ids, id), append(r.ats, at)
+}
+
+// flush queues the gathered updates. An execution has one terminal event, so no row is named
+// twice (UPDATE ... FROM would apply only one of two).
+func (r *terminalRounds) flush(tx *Tx) {
+	if len(r.ids) == 0 {
+		return
+	}
+	tx.Exec(`UPDATE webhook_deliveries w SET pending = true, due_at = u.at, updated_at = u.at
+		FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at) WHERE w.execution_id = u.id`, r.ids, r.ats)
+	r.ids, r.ats = nil, nil
+}
+
 // DueWebhooks lists up to limit executions owing a webhook attempt that has been due for longer
 // than grace at now (the live path had its chance first).
 func (q *Queries) DueWebhooks(ctx context.Context, now time.Time, grace time.Duration, limit int) ([]string, error) {

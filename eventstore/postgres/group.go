@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,50 +149,31 @@ func (g *grouper) run(batch []*groupReq) {
 	if len(batch) == 1 {
 		// Alone: in the appender's own context, as without grouping.
 		ctx = batch[0].ctx
-	} else {
-		// Sorted by stream, so two groups lock shared streams in the same order and do not
-		// deadlock; stable, so one stream's appends keep their order.
-		slices.SortStableFunc(batch, func(a, b *groupReq) int { return strings.Compare(a.e.stream, b.e.stream) })
 	}
+	parts := make([]encoded, len(batch))
+	for i, r := range batch {
+		parts[i] = r.e
+	}
+	// Many appends share a batched statement; the rest keep their own, sorted by stream, so two
+	// groups lock shared streams in the same order and do not deadlock (stable: one stream's
+	// appends keep their order).
+	plan := planBatches(parts)
 	b := &pgx.Batch{}
 	g.s.queueAppendLock(b)
-	for _, r := range batch {
-		b.Queue(r.st.sql, r.st.args...)
+	queueBatches(b, parts, plan)
+	for _, i := range plan.rest {
+		b.Queue(batch[i].st.sql, batch[i].st.args...)
 	}
 	br := g.s.pool.SendBatch(ctx, b)
-	var failed error
-	if _, err := br.Exec(); err != nil {
-		failed = err
-	}
-	type outcome struct {
-		res eventstore.AppendResult
-		ok  bool
-	}
-	outcomes := make([]outcome, len(batch))
-	for i := range batch {
-		if failed != nil {
-			break
-		}
-		var (
-			lastRev  int64
-			commit   uint64
-			position int64
-		)
-		err := br.QueryRow().Scan(&lastRev, &commit, &position)
-		switch {
-		case err == nil:
-			outcomes[i] = outcome{eventstore.AppendResult{NextRevision: uint64(lastRev), Position: eventstore.Position{Commit: commit, Prepare: uint64(position)}}, true}
-		case errors.Is(err, pgx.ErrNoRows):
-		case failed == nil:
-			failed = err
-		}
-	}
+	res := make([]eventstore.AppendResult, len(batch))
+	ok := make([]bool, len(batch))
+	failed := readGroup(br, parts, plan, res, ok)
 	if err := br.Close(); err != nil && failed == nil {
 		failed = err
 	}
 	if failed == nil {
 		for i, r := range batch {
-			r.finish(outcomes[i].res, outcomes[i].ok, nil)
+			r.finish(res[i], ok[i], nil)
 		}
 		return
 	}
@@ -211,4 +191,31 @@ func (g *grouper) run(batch []*groupReq) {
 	for _, r := range batch {
 		r.finish(eventstore.AppendResult{}, false, fmt.Errorf("eventstore/postgres: append to %s: group commit: %w", r.e.stream, failed))
 	}
+}
+
+// readGroup reads a group's results: the append lock, the batched statements, then the rest's
+// own statements (a declined one returns no row). The first failure ends the reading.
+func readGroup(br pgx.BatchResults, parts []encoded, plan batchPlan, res []eventstore.AppendResult, ok []bool) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	if err := readBatches(br, parts, plan, res, ok); err != nil {
+		return err
+	}
+	for _, i := range plan.rest {
+		var (
+			lastRev  int64
+			commit   uint64
+			position int64
+		)
+		err := br.QueryRow().Scan(&lastRev, &commit, &position)
+		switch {
+		case err == nil:
+			res[i] = eventstore.AppendResult{NextRevision: uint64(lastRev), Position: eventstore.Position{Commit: commit, Prepare: uint64(position)}}
+			ok[i] = true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+	}
+	return nil
 }

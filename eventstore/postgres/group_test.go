@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -91,18 +92,47 @@ func TestGroupCommit(t *testing.T) {
 	if _, err := st.Append(ctx, seeded, eventstore.NoStream(), event("Seeded")); err != nil {
 		t.Fatal(err)
 	}
-	var fresh, refused []*groupAppend
+	var fresh, moved, refused []*groupAppend
 	for range 10 {
 		fresh = append(fresh, &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Grouped")})
 	}
 	for _, exp := range []eventstore.ExpectedRevision{eventstore.NoStream(), eventstore.Exact(5), eventstore.Exact(3)} {
 		refused = append(refused, &groupAppend{stream: seeded, expected: exp, ev: event("Refused")})
 	}
+	// Streams that each appear once in the group share the batched statements (batch.go):
+	// refusals there must leave their neighbours in the same statement alone too.
+	for _, exp := range []eventstore.ExpectedRevision{eventstore.NoStream(), eventstore.Exact(0), eventstore.Exact(7)} {
+		own := "seeded-" + uuid.NewString()
+		if _, err := st.Append(ctx, own, eventstore.NoStream(), event("Seeded"), event("Seeded")); err != nil {
+			t.Fatal(err)
+		}
+		refused = append(refused, &groupAppend{stream: own, expected: exp, ev: event("Refused")})
+	}
+	refused = append(refused, &groupAppend{stream: "missing-" + uuid.NewString(), expected: eventstore.StreamExists(), ev: event("Refused")})
+	for _, exp := range []eventstore.ExpectedRevision{eventstore.Exact(0), eventstore.StreamExists(), eventstore.Exact(0)} {
+		own := "seeded-" + uuid.NewString()
+		if _, err := st.Append(ctx, own, eventstore.NoStream(), event("Seeded")); err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, &groupAppend{stream: own, expected: exp, ev: event("Grouped")})
+	}
 	before := st.GroupStats()
-	inOneGroup(t, st, append(append([]*groupAppend{}, fresh...), refused...))
+	inOneGroup(t, st, slices.Concat(fresh, moved, refused))
 	after := st.GroupStats()
 
 	commit := fresh[0].res.Position.Commit
+	for _, a := range moved {
+		if a.err != nil {
+			t.Fatalf("append expecting %s on %s beside refused neighbours: %v", a.expected, a.stream, a.err)
+		}
+		if a.res.Position.Commit != commit || a.res.NextRevision != 1 {
+			t.Errorf("append to %s: %+v, want revision 1 in transaction %d", a.stream, a.res, commit)
+		}
+		got, err := st.ReadStream(ctx, a.stream, 0, 10)
+		if err != nil || len(got) != 2 || got[1].ID != a.ev.ID || got[1].Revision != 1 || got[1].Position != a.res.Position {
+			t.Errorf("stream %s holds %v (%v), want its seed then its own event at %s", a.stream, got, err, a.res.Position)
+		}
+	}
 	for _, a := range fresh {
 		if a.err != nil {
 			t.Fatalf("append to %s beside refused neighbours: %v", a.stream, a.err)
@@ -120,8 +150,10 @@ func TestGroupCommit(t *testing.T) {
 			t.Errorf("append expecting %s on %s: %v, want ErrWrongExpectedVersion", a.expected, a.stream, a.err)
 		}
 	}
-	if got, _ := st.ReadStream(ctx, seeded, 0, 10); len(got) != 1 {
-		t.Errorf("%s holds %d events, want only its seed", seeded, len(got))
+	for _, a := range refused {
+		if got, _ := st.ReadStream(ctx, a.stream, 0, 10); slices.ContainsFunc(got, func(ev eventstore.RecordedEvent) bool { return ev.Type == "Refused" }) {
+			t.Errorf("%s holds a refused event: %v", a.stream, got)
+		}
 	}
 	if g := after.Groups - before.Groups; g != 3 {
 		t.Errorf("%d groups ran, want 3 (the blocker's seed, the blocked append, then all the queued ones)", g)
@@ -132,8 +164,15 @@ func TestGroupCommit(t *testing.T) {
 }
 
 // TestGroupCommitRolledBackFallsBack: an event id already stored aborts the group's
-// transaction; every member then goes again on its own and gets its own answer.
+// transaction, whether it sits in an append's own statement (Any) or in a batched one
+// (NoStream); every member then goes again on its own and gets its own answer.
 func TestGroupCommitRolledBackFallsBack(t *testing.T) {
+	for _, expected := range []eventstore.ExpectedRevision{eventstore.Any(), eventstore.NoStream()} {
+		t.Run(expected.String(), func(t *testing.T) { groupRolledBack(t, expected) })
+	}
+}
+
+func groupRolledBack(t *testing.T, expected eventstore.ExpectedRevision) {
 	pool, _ := newMigratedDB(t, 16)
 	st := newStore(t, pool, Config{GroupConcurrency: 1})
 	ctx := testCtx(t)
@@ -143,9 +182,9 @@ func TestGroupCommitRolledBackFallsBack(t *testing.T) {
 	}
 	var fresh []*groupAppend
 	for range 5 {
-		fresh = append(fresh, &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.Any(), ev: event("Grouped")})
+		fresh = append(fresh, &groupAppend{stream: "fresh-" + uuid.NewString(), expected: expected, ev: event("Grouped")})
 	}
-	clash := &groupAppend{stream: "fresh-" + uuid.NewString(), expected: eventstore.Any(), ev: stored}
+	clash := &groupAppend{stream: "fresh-" + uuid.NewString(), expected: expected, ev: stored}
 	before := st.GroupStats()
 	inOneGroup(t, st, append(append([]*groupAppend{}, fresh...), clash))
 	after := st.GroupStats()

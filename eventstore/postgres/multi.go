@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -44,8 +45,9 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	}
 }
 
-// multiFast runs every part's fast statement in one transaction. ok is false when some part
-// was declined (nothing is then written) and the slow path must decide.
+// multiFast runs every part's fast statement in one transaction, parts on distinct streams
+// sharing batched statements (batch.go). ok is false when some part was declined (nothing is
+// then written) and the slow path must decide.
 func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, bool, error) {
 	stmts := make([]fastStatement, len(parts))
 	for i, e := range parts {
@@ -55,17 +57,38 @@ func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.Ap
 		}
 		stmts[i] = st
 	}
+	plan := planBatches(parts)
 	res := make([]eventstore.AppendResult, len(parts))
-	ok, err := s.multiTx(ctx, len(parts), func(b *pgx.Batch) {
-		for _, st := range stmts {
-			b.Queue(st.sql, st.args...)
+	written := make([]bool, len(parts))
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	s.queueAppendLock(b)
+	queueBatches(b, parts, plan)
+	for _, i := range plan.rest {
+		b.Queue(stmts[i].sql, stmts[i].args...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, false, fmt.Errorf("eventstore/postgres: append multi: begin: %w", err)
+	}
+	err := readGroup(br, parts, plan, res, written)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if fastDeclined(err) {
+			return nil, false, nil
 		}
-	}, func(i int, row pgx.Row) (ok bool, err error) {
-		res[i], ok, err = scanFast(row, parts[i].stream)
-		return ok, err
-	})
-	if !ok || err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("eventstore/postgres: append multi: %w", err)
+	}
+	if slices.Contains(written, false) {
+		return nil, false, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, false, fmt.Errorf("eventstore/postgres: append multi: commit: %w", err)
 	}
 	return res, true, nil
 }

@@ -46,8 +46,10 @@ const (
 	DefaultNotifyInterval = 5 * time.Millisecond
 	DefaultBatchSize      = 1000
 	DefaultRetryTimeout   = 30 * time.Second
-	// MaxDefaultGroupConcurrency caps Config.GroupConcurrency's default.
-	MaxDefaultGroupConcurrency = 8
+	// MaxDefaultGroupConcurrency caps Config.GroupConcurrency's default. More groups in flight
+	// make each smaller, so more transactions and statements carry the same appends: on the
+	// 2-core bench machine one or two groups beat eight by 20 to 30% (docs/performance.md).
+	MaxDefaultGroupConcurrency = 2
 )
 
 // Config tunes a Store. The zero value is usable: every field has a default, and New refuses
@@ -72,7 +74,7 @@ type Config struct {
 	RetryTimeout time.Duration
 	// GroupConcurrency is how many group-commit transactions of concurrent appends may be in
 	// flight at once (see group.go); appends beyond that wait and share the next one. Each
-	// takes a pool connection. Default: a third of the pool's MaxConns, between 1 and 8
+	// takes a pool connection. Default: a third of the pool's MaxConns, between 1 and 2
 	// (docs/performance.md, "Group commit").
 	GroupConcurrency int
 	// Registerer, if set, receives the group commit and log tail metrics (metrics.go).

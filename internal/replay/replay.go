@@ -39,7 +39,7 @@ type Config struct {
 	// PurgeBatch bounds the rows one purge deletes (10000), so the request that happens to run
 	// it is delayed by a bounded amount; a full batch makes the next request purge again.
 	PurgeBatch int
-	// Concurrency bounds the statements of Seen in flight at once (4); calls that arrive while
+	// Concurrency bounds the statements of Seen in flight at once (2); calls that arrive while
 	// all are busy wait and share the next one.
 	Concurrency int
 	// Logger receives purge failures, which never fail a request.
@@ -68,7 +68,7 @@ func (c *Config) setDefaults() {
 		c.PurgeBatch = 10_000
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 4
+		c.Concurrency = 2
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
