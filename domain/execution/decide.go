@@ -74,7 +74,8 @@ func DecideComplete(s State, worker string, attempt int, output json.RawMessage,
 	if len(output) == 0 {
 		output = json.RawMessage("null")
 	}
-	return []domain.Event{Completed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Output: output, TotalUsage: usage, At: now.UTC()}}, nil
+	return []domain.Event{Completed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Output: output, TotalUsage: usage,
+		NoCallback: s.Callback.URL == "", At: now.UTC()}}, nil
 }
 
 // DecideFail records a failed attempt: retried at now+backoff while attempts remain (and
@@ -86,5 +87,6 @@ func DecideFail(s State, worker string, attempt int, failure json.RawMessage, re
 	if retry && attempt < s.Attempts {
 		return []domain.Event{AttemptFailed{ExecutionID: s.ID, Attempt: attempt, Error: failure, RetryAt: now.Add(backoff).UTC(), At: now.UTC()}}, nil
 	}
-	return []domain.Event{Failed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Error: failure, At: now.UTC()}}, nil
+	return []domain.Event{Failed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Error: failure,
+		NoCallback: s.Callback.URL == "", At: now.UTC()}}, nil
 }

@@ -111,7 +111,11 @@ type Completed struct {
 	Attempt    int             `json:"attempt"`
 	Output     json.RawMessage `json:"output"`
 	TotalUsage billing.Credits `json:"totalUsage"`
-	At         time.Time       `json:"at"`
+	// NoCallback is set when the execution owes no webhook, so a webhook dispatcher that did
+	// not submit it need not read its stream to find out. Events recorded before the field
+	// existed lack it and say nothing either way.
+	NoCallback bool      `json:"noCallback,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -124,7 +128,9 @@ type Failed struct {
 	RunID   string          `json:"runId,omitempty"`
 	Attempt int             `json:"attempt"`
 	Error   json.RawMessage `json:"error"`
-	At      time.Time       `json:"at"`
+	// NoCallback: as Completed's.
+	NoCallback bool      `json:"noCallback,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // EventType names the event in the log.

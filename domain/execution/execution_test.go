@@ -198,3 +198,27 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("after 24h the key is free: %s %v", id, events)
 	}
 }
+
+// TestTerminalEventsSayWhetherAWebhookIsOwed: Completed and Failed carry NoCallback exactly
+// when the execution has no callback, so other instances' dispatchers can skip it unread.
+func TestTerminalEventsSayWhetherAWebhookIsOwed(t *testing.T) {
+	for _, url := range []string{"", "https://example.com/hook"} {
+		sub := submitted(1)
+		sub.Callback.URL = url
+		s := fold(sub, started(1, "w", t0))
+		done, err := execution.DecideComplete(s, "w", 1, json.RawMessage(`{}`), 1000, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed, err := execution.DecideFail(s, "w", 1, json.RawMessage(`{}`), true, time.Second, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := done[0].(execution.Completed).NoCallback; got != (url == "") {
+			t.Errorf("callback %q: Completed.NoCallback = %v", url, got)
+		}
+		if got := failed[0].(execution.Failed).NoCallback; got != (url == "") {
+			t.Errorf("callback %q: Failed.NoCallback = %v", url, got)
+		}
+	}
+}

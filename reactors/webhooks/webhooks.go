@@ -232,11 +232,27 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
-// mayBeDue is false when this process knows the execution as of ev or later and it owes no
-// delivery (no callback): most executions, which then cost no read.
+// mayBeDue is false when ev says the execution has no callback, or this process knows the
+// execution as of ev or later and it owes no delivery: most executions, which then cost no read
+// (an execution another instance ran is not in this one's cache).
 func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
+	if noCallback(ev) {
+		return false
+	}
 	st, ok := d.cmds.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
 	return !ok || st.Delivery.Pending
+}
+
+// noCallback reports a terminal event that says its execution owes no webhook.
+func noCallback(ev eventstore.RecordedEvent) bool {
+	var terminal struct {
+		NoCallback bool `json:"noCallback"`
+	}
+	switch ev.Type {
+	case execution.Completed{}.EventType(), execution.Failed{}.EventType():
+		return json.Unmarshal(ev.Data, &terminal) == nil && terminal.NoCallback
+	}
+	return false
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {
