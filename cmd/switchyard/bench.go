@@ -164,8 +164,9 @@ func benchServe(ctx context.Context, a *app) (string, chan error, error) {
 	}
 }
 
-// benchDrain waits until the workspace has no unfinished execution, so that each phase
-// measures itself rather than the backlog of the one before.
+// benchDrain waits until the workspace has no unfinished execution and every projector has
+// caught up with the log, so that each phase measures itself rather than the backlog of the
+// one before.
 func benchDrain(ctx context.Context, a *app, workspaceID string) error {
 	for {
 		counts, err := a.queries.ExecutionCounts(ctx, workspaceID)
@@ -173,7 +174,10 @@ func benchDrain(ctx context.Context, a *app, workspaceID string) error {
 			return err
 		}
 		if counts["CREATED"]+counts["RUNNING"] == 0 {
-			return nil
+			caught, err := projectionsCaughtUp(ctx, a)
+			if err != nil || caught {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -181,6 +185,20 @@ func benchDrain(ctx context.Context, a *app, workspaceID string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// projectionsCaughtUp reports whether every projector has applied the whole log.
+func projectionsCaughtUp(ctx context.Context, a *app) (bool, error) {
+	status, err := a.engine.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, st := range status {
+		if st.Lag > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // gatherCounter reads a counter of a's metrics (0 when absent).
