@@ -278,27 +278,6 @@ func fastQuery(e encoded) (fastStatement, bool) {
 	return fastStatement{sql, []any{e.stream, cond, eventstore.Category(e.stream), e.ids, e.types, e.data, e.meta}}, true
 }
 
-// scanFast reads the fast path's row. ok is false when it wrote nothing and the slow path must
-// decide; err is set only for failures the slow path would not change.
-func scanFast(row pgx.Row, stream string) (eventstore.AppendResult, bool, error) {
-	var (
-		lastRev  int64
-		commit   uint64
-		position int64
-	)
-	err := row.Scan(&lastRev, &commit, &position)
-	if err == nil {
-		return eventstore.AppendResult{
-			NextRevision: uint64(lastRev),
-			Position:     eventstore.Position{Commit: commit, Prepare: uint64(position)},
-		}, true, nil
-	}
-	if fastDeclined(err) {
-		return eventstore.AppendResult{}, false, nil
-	}
-	return eventstore.AppendResult{}, false, fmt.Errorf("eventstore/postgres: append to %s: %w", stream, err)
-}
-
 // fastDeclined reports a fast-path outcome that the slow path settles: no row (expectation,
 // missing stream, revision-order guard) or an event id already stored (maybe a repeat).
 func fastDeclined(err error) bool {

@@ -77,7 +77,8 @@ func (s *Store) GroupStats() GroupStats {
 	return GroupStats{Groups: s.group.groups.Load(), Appends: s.group.appends.Load(), Fallbacks: s.group.fallbacks.Load()}
 }
 
-// append runs e's fast statement in a group. ok and err mean what scanFast's do.
+// append runs e's fast statement in a group. ok is false when it wrote nothing and the slow
+// path must decide; err is set only for failures the slow path would not change.
 func (g *grouper) append(ctx context.Context, e encoded) (eventstore.AppendResult, bool, error) {
 	st, _ := fastQuery(e)
 	r := &groupReq{ctx: ctx, e: e, st: st, done: make(chan struct{})}
