@@ -28,8 +28,12 @@ import (
 // A stream may appear once per statement (an UPDATE touches a row once); appends to a stream
 // already in the batch, and Any appends, keep their own statement (batchPlan.rest).
 //
-// Parts are sorted by stream name, so the streams' rows are locked in the same order as the
-// one-statement-per-stream path locked them.
+// Within each statement parts are sorted by stream name, and the statements' streams are
+// disjoint, but a transaction no longer locks all its streams in one sorted order (the update
+// statement's streams, then the rest's). Two transactions sharing two streams can therefore
+// deadlock; PostgreSQL detects it and rolls one back, whose appends then fall back as for any
+// failed group (correct, only slower). Within one process that needs two streams appended to by
+// both a group and an AppendMulti at once, which the service does not do.
 
 // batchEventsSQL is the events' parameter list, one row per event; batchInsertSQL inserts them
 // after the streams' rows (s) were created or moved on.

@@ -155,9 +155,9 @@ func (g *grouper) run(batch []*groupReq) {
 	for i, r := range batch {
 		parts[i] = r.e
 	}
-	// Many appends share a batched statement; the rest keep their own, sorted by stream, so two
-	// groups lock shared streams in the same order and do not deadlock (stable: one stream's
-	// appends keep their order).
+	// Appends to distinct streams share batched statements; the rest keep their own, sorted by
+	// stream (stable: one stream's appends keep their order). batch.go says what that means for
+	// lock order.
 	plan := planBatches(parts)
 	b := &pgx.Batch{}
 	g.s.queueAppendLock(b)
