@@ -33,7 +33,8 @@ import (
 // statement's streams, then the rest's). Two transactions sharing two streams can therefore
 // deadlock; PostgreSQL detects it and rolls one back, whose appends then fall back as for any
 // failed group (correct, only slower). Within one process that needs two streams appended to by
-// both a group and an AppendMulti at once, which the service does not do.
+// both a group and an AppendMulti at once: rare in the service (a webhook event is appended
+// only after the charge batch that recorded its execution's outcome has committed).
 
 // batchEventsSQL is the events' parameter list, one row per event; batchInsertSQL inserts them
 // after the streams' rows (s) were created or moved on.
