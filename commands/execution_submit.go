@@ -120,11 +120,14 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor-time.Since(start)), nil
 }
 
-// runFirst hands a waiting call of a repeatable module to the local runner before its submit
-// is appended, so that submit, claim, outcome and charge take one commit. Calls bound to an
-// idempotency key or a cache window take the usual path: their first append is elsewhere.
+// runFirst hands a call of a repeatable module to the local runner before its submit is
+// appended, so that submit, claim, outcome and charge take one commit, and the execution's
+// row is written once, finished. A call that waits gets the state recorded; one that does not
+// gets the submitted state (SPEC.md 4.1: CREATED), though the run is recorded by then. Calls
+// bound to an idempotency key or a cache window take the usual path: their first append is
+// elsewhere.
 func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
-	if c.WaitFor <= 0 || c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
+	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
 		return execution.State{}, false
 	}
 	if m, ok := h.modules.Get(c.Module); !ok || !modules.IsRepeatable(m) {
@@ -138,7 +141,13 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 	for _, e := range events {
 		st = st.Evolve(e)
 	}
-	return runner.RunFirst(ctx, st, events, c.WaitFor)
+	if c.WaitFor > 0 {
+		return runner.RunFirst(ctx, st, events, c.WaitFor)
+	}
+	if _, ok := runner.TryRunFirst(ctx, st, events); !ok {
+		return execution.State{}, false
+	}
+	return st, true
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A

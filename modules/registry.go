@@ -101,6 +101,18 @@ func (r *Registry) ValidateConfig(name string, config json.RawMessage) error {
 //     module returned an error marked with Infrastructure (errors.Is
 //     ErrInfrastructure).
 func (r *Registry) Run(ctx context.Context, name string, call Call) (json.RawMessage, error) {
+	return r.run(ctx, name, call, true)
+}
+
+// RunValidated is Run for a call whose config and input this registry validated (Validate)
+// moments ago, as a submit run at once in the process that accepted it: validating again would
+// only parse both documents a second time. Calls read back from the log go through Run, since
+// the schema may have changed since their submit.
+func (r *Registry) RunValidated(ctx context.Context, name string, call Call) (json.RawMessage, error) {
+	return r.run(ctx, name, call, false)
+}
+
+func (r *Registry) run(ctx context.Context, name string, call Call, validate bool) (json.RawMessage, error) {
 	m, ok := r.Get(name)
 	if !ok {
 		return nil, fmt.Errorf("modules: %w %q", ErrUnknownModule, name)
@@ -108,12 +120,14 @@ func (r *Registry) Run(ctx context.Context, name string, call Call) (json.RawMes
 	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("modules: run of %s abandoned: %w", name, err)
 	}
-	if err := m.Validate(call.Config, call.Input); err != nil {
-		var ve *ValidationError
-		if errors.As(err, &ve) {
-			return nil, &Failure{Code: CodeInvalidRequest, Message: ve.Error(), Details: map[string]string{"field": ve.Field}}
+	if validate {
+		if err := m.Validate(call.Config, call.Input); err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				return nil, &Failure{Code: CodeInvalidRequest, Message: ve.Error(), Details: map[string]string{"field": ve.Field}}
+			}
+			return nil, classify(ctx, ctx, name, m, err)
 		}
-		return nil, classify(ctx, ctx, name, m, err)
 	}
 	if call.Attempt < 1 {
 		call.Attempt = 1

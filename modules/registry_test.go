@@ -215,6 +215,20 @@ func TestRegistryRun(t *testing.T) {
 			t.Fatalf("failure JSON = %s", b)
 		}
 	})
+	t.Run("RunValidated trusts the caller's validation and runs the same way otherwise", func(t *testing.T) {
+		out, err := r.RunValidated(context.Background(), "test.strict", Call{Config: obj(`{"n":"x"}`), Input: obj(`{}`)})
+		if err != nil || string(out) != `{"n":"x"}` {
+			t.Fatalf("RunValidated = %s, %v; want the config back without validation", out, err)
+		}
+		if _, err := r.RunValidated(context.Background(), "test.plainerr", call); !isCode(err, CodeModuleError) {
+			t.Fatalf("RunValidated of a failing module = %v, want module_error", err)
+		}
+	})
+}
+
+func isCode(err error, code string) bool {
+	f, ok := AsFailure(err)
+	return ok && f.Code == code
 }
 
 func TestRunIsolatedRecoversPanics(t *testing.T) {

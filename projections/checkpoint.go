@@ -25,12 +25,15 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// lockCheckpointSQL reads and locks the checkpoint named $1.
+const lockCheckpointSQL = `SELECT commit_pos, prepare_pos FROM projection_checkpoints WHERE name = $1 FOR UPDATE`
+
 // lockCheckpoint locks the projector's checkpoint row for the rest of tx and returns it. Every
 // write to a projector's tables happens under this lock, which is what lets a rebuild swap
 // tables without a live instance writing into the old ones at the same time.
 func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (eventstore.Position, error) {
 	var c, p int64
-	err := tx.QueryRow(ctx, `SELECT commit_pos, prepare_pos FROM projection_checkpoints WHERE name = $1 FOR UPDATE`, name).Scan(&c, &p)
+	err := tx.QueryRow(ctx, lockCheckpointSQL, name).Scan(&c, &p)
 	if err == pgx.ErrNoRows {
 		if _, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
 			return eventstore.Position{}, fmt.Errorf("create checkpoint %s: %w", name, err)
@@ -43,16 +46,12 @@ func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (eventstore.Pos
 	return eventstore.Position{Commit: uint64(c), Prepare: uint64(p)}, nil
 }
 
-func saveCheckpoint(ctx context.Context, tx pgx.Tx, name string, pos eventstore.Position, applied int, lastAt time.Time) error {
-	_, err := tx.Exec(ctx, `UPDATE projection_checkpoints
-		SET commit_pos = $2, prepare_pos = $3, events_applied = events_applied + $4,
-		    last_event_at = $5, updated_at = now(), error = NULL
-		WHERE name = $1`, name, int64(pos.Commit), int64(pos.Prepare), applied, lastAt)
-	if err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", name, err)
-	}
-	return nil
-}
+// saveCheckpointSQL moves a checkpoint ($1) to the position ($2, $3) of the last event of a
+// batch of $4 events, created at $5.
+const saveCheckpointSQL = `UPDATE projection_checkpoints
+	SET commit_pos = $2, prepare_pos = $3, events_applied = events_applied + $4,
+	    last_event_at = $5, updated_at = now(), error = NULL
+	WHERE name = $1`
 
 func readCheckpoint(ctx context.Context, q querier, name string) (Checkpoint, error) {
 	cp := Checkpoint{Name: name}

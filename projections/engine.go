@@ -156,28 +156,12 @@ func (e *Engine) Running(ctx context.Context) error {
 // handler applies one Watermill message (a batch) in one transaction with the checkpoint.
 func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
-		events, err := decodeBatch(msg.Payload)
+		events, err := batchOf(msg)
 		if err != nil {
 			return e.fail(msg.Context(), p, err)
 		}
 		start := time.Now()
-		err = pgx.BeginFunc(msg.Context(), e.pool, func(tx pgx.Tx) error {
-			// Read models are rebuilt from the durable log, and a batch commits with its
-			// checkpoint: losing the last batches in a crash only means applying them again,
-			// so they need not wait for the WAL to reach disk.
-			if _, err := tx.Exec(msg.Context(), `SET LOCAL synchronous_commit = off`); err != nil {
-				return err
-			}
-			cp, err := lockCheckpoint(msg.Context(), tx, p.Name())
-			if err != nil {
-				return err
-			}
-			n, last, err := applyBatch(msg.Context(), tx, p, events, cp)
-			if err != nil || n == 0 {
-				return err
-			}
-			return saveCheckpoint(msg.Context(), tx, p.Name(), last.Position, n, last.CreatedAt)
-		})
+		err = e.applyMessage(msg.Context(), p, events)
 		if err != nil {
 			if errors.Is(err, ErrDecode) {
 				return e.fail(msg.Context(), p, err)
@@ -189,26 +173,81 @@ func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
 	}
 }
 
-// applyEvents applies the events after position `after`, returning how many and the last one.
-func applyEvents(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
+// applyMessage applies a batch and moves the projector's checkpoint past it, in one transaction
+// of three round trips: begin with the checkpoint's lock, the writes with the new checkpoint,
+// commit (more when the projector reads in between).
+func (e *Engine) applyMessage(ctx context.Context, p Projector, events []eventstore.RecordedEvent) error {
+	tx, cp, err := e.beginBatch(ctx, p.Name())
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	ptx := newTx(tx)
-	var last eventstore.RecordedEvent
-	n := 0
-	for _, ev := range events {
-		if !after.Less(ev.Position) {
-			continue // applied before: the subscription is at least once, the effect exactly once
-		}
-		if err := p.Apply(ctx, ptx, ev); err != nil {
-			return 0, last, fmt.Errorf("projector %s: %s %s@%d (%s): %w", p.Name(), ev.Type, ev.Stream, ev.Revision, ev.Position, err)
-		}
-		last = ev
-		n++
+	n, last, err := queueBatch(ctx, ptx, p, events, cp)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		ptx.Exec(saveCheckpointSQL, p.Name(), int64(last.Position.Commit), int64(last.Position.Prepare), n, last.CreatedAt)
 	}
 	if err := ptx.Flush(ctx); err != nil {
-		return 0, last, fmt.Errorf("projector %s: %w", p.Name(), err)
+		return fmt.Errorf("projector %s: %w", p.Name(), err)
 	}
-	return n, last, nil
+	return tx.Commit(ctx)
 }
+
+// beginBatch opens a projector's batch transaction and locks its checkpoint, in one round trip.
+// Read models are rebuilt from the durable log, and a batch commits with its checkpoint: losing
+// the last batches in a crash only means applying them again, so they need not wait for the WAL
+// to reach disk.
+func (e *Engine) beginBatch(ctx context.Context, name string) (pgx.Tx, eventstore.Position, error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(lockCheckpointSQL, name)
+	br := e.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	var c, pp int64
+	err := execAll(br, 2)
+	if err == nil {
+		err = br.QueryRow().Scan(&c, &pp)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == pgx.ErrNoRows { // a projector's first batch: its checkpoint row is created and locked
+		var cp eventstore.Position
+		if cp, err = lockCheckpoint(ctx, tx, name); err == nil {
+			return tx, cp, nil
+		}
+	}
+	if err != nil {
+		if tx != nil {
+			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the error below is the one that matters
+		}
+		return nil, eventstore.Position{}, fmt.Errorf("lock checkpoint %s: %w", name, err)
+	}
+	return tx, eventstore.Position{Commit: uint64(c), Prepare: uint64(pp)}, nil
+}
+
+// execAll reads the results of the next n statements of br, which return nothing of interest.
+func execAll(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyEvents applies the events after position `after` one by one through Apply, returning how
+// many and the last one.
+func applyEvents(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
+	return applyBatch(ctx, tx, oneByOne{p}, events, after)
+}
+
+// oneByOne hides a projector's ApplyBatch, if it has one.
+type oneByOne struct{ Projector }
 
 func (e *Engine) observe(name string, events []eventstore.RecordedEvent, took time.Duration) {
 	now := time.Now()

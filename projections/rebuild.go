@@ -139,29 +139,45 @@ type batchApplier interface {
 	ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.RecordedEvent) error
 }
 
-// applyBatch is applyEvents through ApplyBatch when the projector has it.
+// applyBatch is applyEvents through ApplyBatch when the projector has it: the events after
+// position `after` applied in tx, returning how many and the last one.
 func applyBatch(ctx context.Context, tx pgx.Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
-	ba, ok := p.(batchApplier)
-	if !ok {
-		return applyEvents(ctx, tx, p, events, after)
+	ptx := newTx(tx)
+	n, last, err := queueBatch(ctx, ptx, p, events, after)
+	if err != nil {
+		return 0, last, err
 	}
+	if err := ptx.Flush(ctx); err != nil {
+		return 0, last, fmt.Errorf("projector %s: %w", p.Name(), err)
+	}
+	return n, last, nil
+}
+
+// queueBatch is applyBatch leaving the writes it has not had to send yet queued in ptx, for the
+// caller to add its own (the checkpoint) to the same round trip.
+func queueBatch(ctx context.Context, ptx *Tx, p Projector, events []eventstore.RecordedEvent, after eventstore.Position) (int, eventstore.RecordedEvent, error) {
 	fresh := events[:0:0]
 	for _, ev := range events {
-		if after.Less(ev.Position) { // as in applyEvents: what was applied before is not again
+		if after.Less(ev.Position) { // applied before: the subscription is at least once, the effect exactly once
 			fresh = append(fresh, ev)
 		}
 	}
 	if len(fresh) == 0 {
 		return 0, eventstore.RecordedEvent{}, nil
 	}
-	ptx := newTx(tx)
-	if err := ba.ApplyBatch(ctx, ptx, fresh); err != nil {
-		return 0, eventstore.RecordedEvent{}, fmt.Errorf("projector %s: %w", p.Name(), err)
+	last := fresh[len(fresh)-1]
+	if ba, ok := p.(batchApplier); ok {
+		if err := ba.ApplyBatch(ctx, ptx, fresh); err != nil {
+			return 0, last, fmt.Errorf("projector %s: %w", p.Name(), err)
+		}
+		return len(fresh), last, nil
 	}
-	if err := ptx.Flush(ctx); err != nil {
-		return 0, eventstore.RecordedEvent{}, fmt.Errorf("projector %s: %w", p.Name(), err)
+	for _, ev := range fresh {
+		if err := p.Apply(ctx, ptx, ev); err != nil {
+			return 0, last, fmt.Errorf("projector %s: %s %s@%d (%s): %w", p.Name(), ev.Type, ev.Stream, ev.Revision, ev.Position, err)
+		}
 	}
-	return len(fresh), fresh[len(fresh)-1], nil
+	return len(fresh), last, nil
 }
 
 // eventError names the event an error is about, in the form applyEvents uses.

@@ -194,14 +194,9 @@ func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max in
 
 // deliver sends one batch and waits for its ack, redelivering after a nack with backoff.
 func (s *subscriber) deliver(ctx context.Context, p Projector, batch []eventstore.RecordedEvent, out chan<- *message.Message) error {
-	payload, err := encodeBatch(batch)
-	if err != nil {
-		return err
-	}
 	backoff := s.engine.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		msg := message.NewMessage(watermill.NewUUID(), payload)
-		msg.SetContext(ctx)
+		msg := withBatch(ctx, watermill.NewUUID(), batch)
 		select {
 		case out <- msg:
 		case <-ctx.Done():

@@ -19,6 +19,27 @@ import (
 // path, which runs the call again (harmless: the module is repeatable) and records whatever
 // happens. So does a call not recorded within its wait: it must answer by then with an id.
 func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool) {
+	return e.runFirstWithin(ctx, st, create, wait, func(ws string, job func()) bool {
+		e.slots.submit(ws, job)
+		return true
+	})
+}
+
+// tryRunFirstBudget bounds how long TryRunFirst may hold a call that does not wait: about what
+// its submit's own commit may take on a loaded database. A run not recorded by then is left
+// to the usual path, as RunFirst's is when its wait ends.
+const tryRunFirstBudget = time.Second
+
+// TryRunFirst implements commands.Runner: RunFirst for a call that does not wait, which runs only
+// in a slot free at once (it never queues behind other work) and within tryRunFirstBudget.
+func (e *Executor) TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+	return e.runFirstWithin(ctx, st, create, tryRunFirstBudget, e.slots.tryStart)
+}
+
+// runFirstWithin runs the call in a slot that start gives it (start reports false when it
+// gives none) and returns what was recorded, or false when nothing was within wait.
+func (e *Executor) runFirstWithin(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration,
+	start func(workspace string, job func()) bool) (execution.State, bool) {
 	e.mu.Lock()
 	runCtx := e.runCtx
 	e.mu.Unlock()
@@ -32,12 +53,17 @@ func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []do
 	done := make(chan result, 1)
 	e.wg.Add(1)
 	e.metrics.queued.Inc()
-	e.slots.submit(st.WorkspaceID, func() {
+	job := func() {
 		defer e.wg.Done()
 		e.metrics.queued.Dec()
 		after, ok := e.runFirst(ctx, runCtx, st, create)
 		done <- result{after, ok}
-	})
+	}
+	if !start(st.WorkspaceID, job) {
+		e.metrics.queued.Dec()
+		e.wg.Done()
+		return st, false
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -58,7 +84,8 @@ func (e *Executor) runFirst(ctx, runCtx context.Context, st execution.State, cre
 	if ctx.Err() != nil {
 		return st, false
 	}
-	out, err := e.registry.Run(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.NextAttempt(), ExecutionID: st.ID})
+	// The submit validated the call in this process a moment ago (commands.SubmitExecution).
+	out, err := e.registry.RunValidated(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.NextAttempt(), ExecutionID: st.ID})
 	if err != nil {
 		return st, false
 	}

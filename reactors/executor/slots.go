@@ -34,6 +34,19 @@ func (s *slots) submit(workspace string, job func()) {
 	s.mu.Unlock()
 }
 
+// tryStart runs job at once in a slot of workspace and reports true, or reports false when
+// no slot is free for it now: the slots are all busy, the workspace holds its share, or work
+// of the workspace already waits (which job must not overtake).
+func (s *slots) tryStart(workspace string, job func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy >= s.capacity || s.running[workspace] >= s.perWorkspace || len(s.queues[workspace]) > 0 {
+		return false
+	}
+	s.startJobLocked(workspace, job)
+	return true
+}
+
 // startLocked starts queued work while slots are free and some waiting workspace is under
 // its share.
 func (s *slots) startLocked() {
@@ -53,13 +66,18 @@ func (s *slots) startLocked() {
 			s.queues[ws] = q[1:]
 			s.turn = append(s.turn, ws) // its next job waits for every other workspace's turn
 		}
-		s.busy++
-		s.running[ws]++
-		go func() {
-			defer s.done(ws)
-			job()
-		}()
+		s.startJobLocked(ws, job)
 	}
+}
+
+// startJobLocked runs job in a slot of ws, which the caller knows is free.
+func (s *slots) startJobLocked(ws string, job func()) {
+	s.busy++
+	s.running[ws]++
+	go func() {
+		defer s.done(ws)
+		job()
+	}()
 }
 
 // nextLocked is the index in turn of the waiting workspace holding the fewest slots, under
