@@ -442,6 +442,30 @@ func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
 	}
 }
 
+// A call of a repeatable module that does not wait is written once too, and is answered as a
+// call without waitForMs is (SPEC.md 4.1): CREATED, no output, nothing charged yet.
+func TestRepeatableCallWithoutWaitIsOneCommit(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := st.Record()
+	if st.Status != execution.StatusCreated || rec.Completed || string(rec.Output) != "null" || st.TotalUsage != 0 {
+		t.Fatalf("submit without wait answered %+v", rec)
+	}
+	done := waitTerminal(t, env.Cmds, st.ID)
+	if done.Status != execution.StatusCompleted || done.TotalUsage != billing.FromWhole(1) {
+		t.Fatalf("the call ended %+v", done.Record())
+	}
+	if ids := txIDsOf(t, env, ws, st.ID); len(ids) != 1 {
+		t.Fatalf("the call was written by %d transactions, want 1", len(ids))
+	}
+}
+
 // A waiting repeatable call whose run fails takes the usual path: the failure is recorded and
 // nothing is charged.
 func TestWaitingRepeatableFailureTakesTheUsualPath(t *testing.T) {

@@ -55,3 +55,42 @@ func TestSlotsShareAndTurns(t *testing.T) {
 		<-started
 	}
 }
+
+// tryStart runs a job only in a slot free at once: never beyond the capacity or the workspace's
+// share, and never ahead of the workspace's queued work.
+func TestSlotsTryStartNeverQueues(t *testing.T) {
+	s := newSlots(3, 2)
+	release := make(chan struct{})
+	started := make(chan string, 10)
+	job := func(ws string) func() {
+		return func() {
+			started <- ws
+			<-release
+		}
+	}
+	for _, c := range []struct {
+		ws   string
+		want bool
+	}{{"a", true}, {"a", true}, {"a", false}, {"b", true}, {"c", false}} {
+		if got := s.tryStart(c.ws, job(c.ws)); got != c.want {
+			t.Fatalf("tryStart(%s) = %v, want %v", c.ws, got, c.want)
+		}
+	}
+	for range 3 {
+		<-started
+	}
+	if q := s.queued(); q != 0 {
+		t.Fatalf("tryStart queued %d jobs, want none", q)
+	}
+	// c queues behind the full slots; when one frees, c's queued job has it, and a later
+	// tryStart for c does not overtake it.
+	s.submit("c", job("c"))
+	release <- struct{}{}
+	if ws := <-started; ws != "c" {
+		t.Fatalf("the freed slot went to %s, want c's queued job", ws)
+	}
+	if s.tryStart("c", job("c")) {
+		t.Fatal("tryStart(c) started with every slot busy")
+	}
+	close(release)
+}
