@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/eventstore"
 )
@@ -38,5 +41,54 @@ func TestPlanBatches(t *testing.T) {
 	lone := planBatches([]encoded{part("c", eventstore.NoStream(), 1), part("u", eventstore.Exact(0), 1)})
 	if len(lone.create)+len(lone.update) != 0 || !slices.Equal(lone.rest, []int{0, 1}) {
 		t.Errorf("lone appends: %+v, want both on their own", lone)
+	}
+}
+
+// An AppendMulti that creates streams in a batched statement and moves another on (a charge
+// batch of executions run first) is atomic: when the moved stream's expectation fails, no
+// stream is created, and when it holds, every part is written with its own result.
+func TestAppendMultiWithBatchedCreatesIsAtomic(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	account := "account-" + uuid.NewString()
+	if _, err := st.Append(ctx, account, eventstore.NoStream(), event("Opened"), event("Charged")); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(expected eventstore.ExpectedRevision) ([]string, []eventstore.StreamAppend) {
+		parts := []eventstore.StreamAppend{{Stream: account, Expected: expected, Events: []eventstore.EventData{event("Charged")}}}
+		var created []string
+		for range 3 {
+			name := "created-" + uuid.NewString()
+			created = append(created, name)
+			parts = append(parts, eventstore.StreamAppend{Stream: name, Expected: eventstore.NoStream(),
+				Events: []eventstore.EventData{event("Submitted"), event("Completed")}})
+		}
+		return created, parts
+	}
+	stale, parts := batch(eventstore.Exact(0))
+	_, err := st.AppendMulti(ctx, parts...)
+	var wrong *eventstore.WrongExpectedVersionError
+	if !errors.As(err, &wrong) || wrong.Stream != account {
+		t.Fatalf("AppendMulti with a stale account = %v, want its wrong expected version", err)
+	}
+	for _, name := range stale {
+		if evs, err := st.ReadStream(ctx, name, 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+			t.Fatalf("declined batch created %s: %d events, %v", name, len(evs), err)
+		}
+	}
+	created, parts := batch(eventstore.Exact(1))
+	res, err := st.AppendMulti(ctx, parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].NextRevision != 2 {
+		t.Fatalf("account moved to %d, want 2", res[0].NextRevision)
+	}
+	for i, name := range created {
+		evs, err := st.ReadStream(ctx, name, 0, 10)
+		if err != nil || len(evs) != 2 || res[i+1].NextRevision != 1 || res[i+1].Position != evs[1].Position {
+			t.Fatalf("created %s: %d events, %v; result %+v", name, len(evs), err, res[i+1])
+		}
 	}
 }
