@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
@@ -55,11 +56,20 @@ type FinishResult struct {
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+	readOn := false
+	if unlock := h.takeTurn(ctx, BillingStream(workspaceID)); unlock != nil {
+		defer unlock()
+		readOn = true // the other process has most likely charged the account since
+	}
 	for attempt := 0; ; attempt++ {
-		results, err := h.chargeAndFinish(ctx, workspaceID, items, attempt > 0)
+		results, err := h.chargeAndFinish(ctx, workspaceID, items, readOn)
 		var wrong *eventstore.WrongExpectedVersionError
 		if errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID) && attempt < maxConflictRetries {
-			continue // another process charged the account meanwhile: read on and decide anew
+			// Another process charged the account meanwhile: read on and decide anew, and
+			// take turns with it for a while (takeTurn).
+			h.contended.Store(wrong.Stream, time.Now())
+			readOn = true
+			continue
 		}
 		if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
 			h.cache.drop(BillingStream(workspaceID))

@@ -252,3 +252,14 @@ type Subscription interface {
 	Err() error
 	Close()
 }
+
+// StreamLocker is implemented by a store whose writers of one stream can take turns across
+// processes. Writers that keep losing the race for one hot stream (several instances charging
+// one workspace's account) hold its lock while they read on, decide and append, instead of
+// deciding on a revision another process has moved on meanwhile and being refused. The lock is
+// advisory: appends do not take it, and each append's expectation still guards it.
+type StreamLocker interface {
+	// LockStream waits for stream's lock as long as ctx lasts and returns the function that
+	// releases it. The lock is released too when the process that holds it dies.
+	LockStream(ctx context.Context, stream string) (unlock func(), err error)
+}
