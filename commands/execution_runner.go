@@ -20,7 +20,7 @@ type Runner interface {
 	// instance); it is buffered, so nobody need read it.
 	Take(st execution.State) <-chan execution.State
 	// RunFirst runs a waiting call of a repeatable module at once, before anything of it is
-	// written, and records its submit (create, which makes st), claim, outcome and charge in
+	// written, and records its submit (create, which makes st), outcome and charge in
 	// one commit. It returns the state recorded, or false when it did not record the call
 	// within wait, for the caller to append the submit and Take it as usual (should the run
 	// still be recorded later, its append expects no stream and fails against that submit).

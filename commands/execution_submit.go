@@ -121,7 +121,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 }
 
 // runFirst hands a call of a repeatable module to the local runner before its submit is
-// appended, so that submit, claim, outcome and charge take one commit, and the execution's
+// appended, so that submit, outcome and charge take one commit, and the execution's
 // row is written once, finished. A call that waits gets the state recorded; one that does not
 // gets the submitted state (SPEC.md 4.1: CREATED), though the run is recorded by then. Calls
 // bound to an idempotency key or a cache window take the usual path: their first append is

@@ -35,6 +35,9 @@ func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown stri
 			evs = append(evs, execution.Submitted{ExecutionID: id, WorkspaceID: "ws-" + fmt.Sprint(rng.IntN(3)), Module: "core.echo",
 				Attempts: 3, CachedFrom: []string{"", uuid.NewString()}[rng.IntN(2)], At: tick()})
 		}
+		if submitted && rng.IntN(5) == 0 { // run first: completed with no claim before it
+			return append(evs, execution.Completed{ExecutionID: id, Attempt: 1, Output: json.RawMessage(`{}`), TotalUsage: billing.FromWhole(1), At: tick()})
+		}
 		steps := rng.IntN(5)
 		for attempt := 1; attempt <= steps; attempt++ {
 			evs = append(evs, execution.Started{ExecutionID: id, Attempt: attempt, Worker: "w", LeaseUntil: tick().Add(time.Minute), At: tick()})

@@ -67,8 +67,9 @@ func (Executions) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent
 		tx.Exec(`UPDATE executions SET lease_until = NULL, retry_at = $2, error = $3, updated_at = $4 WHERE id = $1`,
 			e.ExecutionID, e.RetryAt, string(e.Error), e.At)
 	case execution.Completed:
-		tx.Exec(`UPDATE executions SET status = 'COMPLETED', lease_until = NULL, retry_at = NULL, error = NULL, total_usage = $2, updated_at = $3 WHERE id = $1`,
-			e.ExecutionID, int64(e.TotalUsage), e.At)
+		// attempt: a call run first completes without a Started (DecideCompleteFirst).
+		tx.Exec(`UPDATE executions SET status = 'COMPLETED', attempt = $4, lease_until = NULL, retry_at = NULL, error = NULL, total_usage = $2, updated_at = $3 WHERE id = $1`,
+			e.ExecutionID, int64(e.TotalUsage), e.At, e.Attempt)
 	case execution.Failed:
 		tx.Exec(`UPDATE executions SET status = 'FAILED', lease_until = NULL, retry_at = NULL, error = $2, updated_at = $3 WHERE id = $1`,
 			e.ExecutionID, string(e.Error), e.At)

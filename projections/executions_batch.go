@@ -53,6 +53,7 @@ func (c *execChange) apply(e any) {
 	case execution.Completed:
 		c.set(e.At)
 		c.setStatus, c.status = true, string(execution.StatusCompleted)
+		c.setAttempt, c.attempt = true, e.Attempt // a call run first has no Started
 		c.setLease, c.lease, c.setRetry, c.retry, c.setError, c.errJSON = true, nil, true, nil, true, nil
 		c.setUsage, c.usage = true, int64(e.TotalUsage)
 	case execution.Failed:

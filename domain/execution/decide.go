@@ -78,6 +78,22 @@ func DecideComplete(s State, worker string, attempt int, output json.RawMessage,
 		NoCallback: s.Callback.URL == "", At: now.UTC()}}, nil
 }
 
+// DecideCompleteFirst records the output of a call its accepting instance ran before anything
+// of it was written (commands.Runner.RunFirst): the completion follows the submit directly,
+// in the same append that creates the stream, so no other worker can have claimed it and
+// no claim is recorded (SPEC.md 3: CREATED goes to COMPLETED on completion). Only the runner
+// the submit names may decide it, and only for the first attempt.
+func DecideCompleteFirst(s State, worker string, output json.RawMessage, usage billing.Credits, now time.Time) ([]domain.Event, error) {
+	if !s.Exists || s.Status != StatusCreated || s.Attempt != 0 || s.Runner == "" || s.Runner != worker {
+		return nil, ErrNotClaimable
+	}
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	return []domain.Event{Completed{ExecutionID: s.ID, RunID: s.RunID, Attempt: 1, Output: output, TotalUsage: usage,
+		NoCallback: s.Callback.URL == "", At: now.UTC()}}, nil
+}
+
 // DecideFail records a failed attempt: retried at now+backoff while attempts remain (and
 // retry is true), otherwise the execution fails for good.
 func DecideFail(s State, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration, now time.Time) ([]domain.Event, error) {

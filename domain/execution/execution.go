@@ -193,6 +193,9 @@ func (s State) Evolve(e domain.Event) State {
 		s.Error, s.RetryAt, s.Worker, s.LeaseUntil = ev.Error, ev.RetryAt, "", time.Time{}
 	case Completed:
 		s.Status, s.Output, s.Error, s.TotalUsage, s.Worker = StatusCompleted, ev.Output, nil, ev.TotalUsage, ""
+		// A call run first completes straight from CREATED (DecideCompleteFirst); otherwise
+		// this is the attempt its Started already set.
+		s.Attempt = ev.Attempt
 		s = s.openDelivery()
 	case Failed:
 		s.FailedAttempts++

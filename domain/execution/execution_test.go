@@ -222,3 +222,34 @@ func TestTerminalEventsSayWhetherAWebhookIsOwed(t *testing.T) {
 		}
 	}
 }
+
+// A call run first completes straight from CREATED, as attempt 1, by the runner its submit
+// names only, and never once anything else has happened to it.
+func TestCompleteFirst(t *testing.T) {
+	sub := submitted(2)
+	sub.Runner = "w-a"
+	s := fold(sub)
+	events, err := execution.DecideCompleteFirst(s, "w-a", nil, 1000, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := fold(sub, events[0])
+	if done.Status != execution.StatusCompleted || done.Attempt != 1 || string(done.Output) != "null" || done.TotalUsage != 1000 {
+		t.Fatalf("after completing first: %+v", done)
+	}
+	claimed := fold(sub, started(1, "w-a", t0))
+	for name, c := range map[string]struct {
+		s      execution.State
+		worker string
+	}{
+		"another runner":         {s, "w-b"},
+		"a submit with no owner": {fold(submitted(2)), "w-a"},
+		"a claimed execution":    {claimed, "w-a"},
+		"an ended execution":     {done, "w-a"},
+		"no execution":           {execution.State{}, "w-a"},
+	} {
+		if _, err := execution.DecideCompleteFirst(c.s, c.worker, nil, 1000, t0); !errors.Is(err, execution.ErrNotClaimable) {
+			t.Errorf("%s: err = %v, want ErrNotClaimable", name, err)
+		}
+	}
+}

@@ -12,8 +12,8 @@ import (
 )
 
 // RunFirst implements commands.Runner: a waiting call of a repeatable module runs in a slot of
-// its workspace at once, before anything of it is written, and its submit, claim, completion
-// and charge go into the workspace's next charge batch: one commit, where the usual path takes
+// its workspace at once, before anything of it is written, and its submit, completion and
+// charge go into the workspace's next charge batch: one commit, where the usual path takes
 // one for the submit and one for the rest. A failed run, a balance that cannot cover the call,
 // or a batch that cannot be written in one go answers false, and the caller takes the usual
 // path, which runs the call again (harmless: the module is repeatable) and records whatever
@@ -90,12 +90,14 @@ func (e *Executor) runFirst(ctx, runCtx context.Context, st execution.State, cre
 		return st, false
 	}
 	usage := billing.Credits(st.CostMilli)
+	// The completion goes into the append that creates the stream: no one else can have
+	// claimed it, so no claim is written (execution.DecideCompleteFirst).
 	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
+		return execution.DecideCompleteFirst(s, e.opts.Worker, out, usage, e.cmds.Now())
 	}
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
 		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Finish: e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete), Create: create, CreateMeta: commands.MetadataFrom(ctx)})
+		Finish: complete, Create: create, CreateMeta: commands.MetadataFrom(ctx)})
 	if err != nil || !res.Recorded {
 		return st, false
 	}
