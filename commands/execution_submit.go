@@ -107,13 +107,21 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 	}
 	sub.ExecutionID, sub.CachedFrom = id, leader
 	runner := h.localRunner()
+	var tried execution.State // the submitted state of a call run first that gave up
 	if runner != nil {
 		sub.Runner = runner.Worker()
-		if st, ok := h.runFirst(ctx, runner, c, sub, window); ok {
+		st, ok := h.runFirst(ctx, runner, c, sub, window)
+		if ok {
 			return st, nil
 		}
+		tried = st
 	}
 	st, created, err := h.appendSubmit(ctx, sub)
+	if err == nil && !created && c.WaitFor <= 0 && tried.Exists {
+		// The run this call gave up on was recorded after all, just before this append: a
+		// call without waitForMs still answers with its submitted state (SPEC.md 4.1).
+		return tried, nil
+	}
 	if err != nil || runner == nil || !created {
 		return st, err
 	}
@@ -125,7 +133,8 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 // row is written once, finished. A call that waits gets the state recorded; one that does not
 // gets the submitted state (SPEC.md 4.1: CREATED), though the run is recorded by then. Calls
 // bound to an idempotency key or a cache window take the usual path: their first append is
-// elsewhere.
+// elsewhere. When the runner does not record the call, the submitted state it was given is
+// returned with false (zero when the call was not handed over).
 func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
 	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
 		return execution.State{}, false
@@ -142,12 +151,13 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 		st = st.Evolve(e)
 	}
 	if c.WaitFor > 0 {
-		return runner.RunFirst(ctx, st, events, c.WaitFor)
+		if after, ok := runner.RunFirst(ctx, st, events, c.WaitFor); ok {
+			return after, true
+		}
+		return st, false
 	}
-	if _, ok := runner.TryRunFirst(ctx, st, events); !ok {
-		return execution.State{}, false
-	}
-	return st, true
+	_, ok := runner.TryRunFirst(ctx, st, events)
+	return st, ok
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A
