@@ -32,8 +32,8 @@ type Handler struct {
 	sealer *seal.Sealer
 	// runner is this process's executor, when it runs one (SetRunner).
 	runner atomic.Pointer[runnerBox]
-	// contended remembers when another process last charged a workspace under this one's
-	// batch (workspace id to time), for ChargeAndFinish to take turns with it (contention.go).
+	// contended remembers when another process last moved an account stream under this
+	// one's batch (stream name to time), for ChargeAndFinish to take turns (contention.go).
 	contended sync.Map
 }
 

@@ -18,9 +18,18 @@ var _ eventstore.StreamLocker = (*Store)(nil)
 // LockStream implements eventstore.StreamLocker with a session advisory lock keyed by a hash of
 // the stream's name, held on a pooled connection until unlock. Two streams whose names hash
 // alike share a lock: their writers only wait for each other more than they need to.
+//
+// At most a quarter of the pool's connections hold or wait for stream locks at once; past
+// that, LockStream waits for one of them to be released, as long as ctx lasts.
 func (s *Store) LockStream(ctx context.Context, stream string) (func(), error) {
+	select {
+	case s.streamLocks <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("eventstore/postgres: lock %s: every connection for stream locks is taken: %w", stream, ctx.Err())
+	}
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
+		<-s.streamLocks
 		return nil, fmt.Errorf("eventstore/postgres: lock %s: %w", stream, err)
 	}
 	key := streamLockKey(stream)
@@ -29,6 +38,7 @@ func (s *Store) LockStream(ctx context.Context, stream string) (func(), error) {
 		// it should the server have granted it after all.
 		c.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing is the point
 		c.Release()
+		<-s.streamLocks
 		return nil, fmt.Errorf("eventstore/postgres: lock %s: %w", stream, err)
 	}
 	return func() {
@@ -39,6 +49,7 @@ func (s *Store) LockStream(ctx context.Context, stream string) (func(), error) {
 			c.Conn().Close(ctx) //nolint:errcheck // closing the session releases the lock for sure
 		}
 		c.Release()
+		<-s.streamLocks
 	}, nil
 }
 

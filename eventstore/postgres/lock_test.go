@@ -2,7 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/eventstore"
 )
 
 // A stream's lock is held by one writer at a time: a second waits until the first releases it,
@@ -63,4 +67,37 @@ func waitForLockWaiters(t *testing.T, st *Store, n int) {
 			streamLockClass).Scan(&waiting)
 		return err == nil && waiting == n
 	})
+}
+
+// Stream locks hold at most a quarter of the pool's connections: past that a writer waits for
+// one to be released rather than take the connections every holder needs for its appends.
+func TestLockStreamLeavesConnectionsForAppends(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8) // two connections for stream locks
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	first, err := st.LockStream(ctx, "billing-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.LockStream(ctx, "billing-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holders can still append.
+	if _, err := st.Append(ctx, "billing-a", eventstore.NoStream(), event("Charged")); err != nil {
+		t.Fatalf("append while stream locks are held: %v", err)
+	}
+	// A third writer waits for a slot, not for a connection: here until its context ends.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := st.LockStream(cancelled, "billing-c"); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "every connection for stream locks is taken") {
+		t.Fatalf("a third stream lock with two held on a pool of eight: %v, want a wait for a slot", err)
+	}
+	first()
+	third, err := st.LockStream(ctx, "billing-c")
+	if err != nil {
+		t.Fatalf("a stream lock once a slot is free: %v", err)
+	}
+	third()
+	second()
 }

@@ -143,6 +143,8 @@ type Store struct {
 	tail  tail    // the one reader of the live log, shared by every subscription
 	// lockSlots spreads appenders over the append lock's keys (appendLockSQL).
 	lockSlots atomic.Uint32
+	// streamLocks bounds the pooled connections held for stream locks (LockStream).
+	streamLocks chan struct{}
 
 	wake       broadcaster   // wakes local subscriptions: appends here, NOTIFYs from elsewhere
 	notifyReq  chan struct{} // capacity 1: "there were appends since the last NOTIFY"
@@ -185,6 +187,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Config) (*Store, error) {
 		ctx:       sctx,
 		cancel:    cancel,
 		notifyReq: make(chan struct{}, 1),
+		// A holder needs a second connection for its reads and appends: lock holders on every
+		// connection would wait for one for ever.
+		streamLocks: make(chan struct{}, max(1, int(pool.Config().MaxConns)/4)),
 	}
 	s.tail.s = s
 	s.group.s, s.group.max = s, opts.GroupConcurrency
