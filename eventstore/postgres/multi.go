@@ -2,18 +2,20 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchyard/switchyard/eventstore"
 )
 
 // AppendMulti appends to several streams in one transaction: every part is written or none is.
-// The usual case is two round trips (the parts' fast statements after BEGIN, then COMMIT); if
-// any part is unusual the transaction is rolled back and redone through eventstore_append,
-// which reports the first failing part precisely.
+// The usual case is one round trip (the parts' fast statements and a check that every one of
+// them wrote, in one implicit transaction); if any part is unusual the transaction is rolled
+// back and redone through eventstore_append, which reports the first failing part precisely.
 func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
 	if s.closed.Load() {
 		return nil, eventstore.ErrClosed
@@ -45,52 +47,60 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	}
 }
 
-// multiFast runs every part's fast statement in one transaction, parts on distinct streams
-// sharing batched statements (batch.go). ok is false when some part was declined (nothing is
-// then written) and the slow path must decide.
+// multiFast runs every part's fast statement, parts on distinct streams sharing batched
+// statements (batch.go), in the one implicit transaction of a pipelined batch, as a group commit
+// does. A declined part writes nothing but would not fail its statement, so the batch ends with
+// eventstore_expect_written: unless every event was written it raises, and the server rolls
+// the whole batch back, before anything commits. The commit thus costs no round trip of its own,
+// which matters most while the caller holds a hot stream's lock (commands/contention.go). ok is
+// false when some part was declined (nothing is then written) and the slow path must decide.
 func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, bool, error) {
 	stmts := make([]fastStatement, len(parts))
+	events := 0
 	for i, e := range parts {
 		st, ok := fastQuery(e)
 		if !ok {
 			return nil, false, nil
 		}
 		stmts[i] = st
+		events += len(e.ids)
 	}
 	plan := planBatches(parts)
 	res := make([]eventstore.AppendResult, len(parts))
 	written := make([]bool, len(parts))
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
 	s.queueAppendLock(b)
 	queueBatches(b, parts, plan)
 	for _, i := range plan.rest {
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}
+	b.Queue(expectWrittenSQL, int64(events))
 	br := s.pool.SendBatch(ctx, b)
-	tx := br.Tx()
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, false, fmt.Errorf("eventstore/postgres: append multi: begin: %w", err)
-	}
 	err := readGroup(br, parts, plan, res, written)
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		if fastDeclined(err) {
-			return nil, false, nil
-		}
+	switch {
+	case err == nil && !slices.Contains(written, false):
+		return res, true, nil
+	case err == nil, multiDeclined(err):
+		return nil, false, nil
+	default:
 		return nil, false, fmt.Errorf("eventstore/postgres: append multi: %w", err)
 	}
-	if slices.Contains(written, false) {
-		return nil, false, nil
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, false, fmt.Errorf("eventstore/postgres: append multi: commit: %w", err)
-	}
-	return res, true, nil
+}
+
+// expectWrittenSQL ends multiFast's batch (eventstore_expect_written in schema.go).
+const expectWrittenSQL = `SELECT eventstore_expect_written($1::bigint)`
+
+// multiDeclined reports whether err says a part of multiFast's batch was declined, so nothing
+// was written: by eventstore_expect_written, or by an event id stored already.
+func multiDeclined(err error) bool {
+	var pgErr *pgconn.PgError
+	return fastDeclined(err) || (errors.As(err, &pgErr) && pgErr.Code == codeMultiDeclined)
 }
 
 // multiSlow runs every part through eventstore_append in one transaction; the first failing

@@ -36,6 +36,10 @@ const (
 	appendLockSQL      = `SELECT pg_advisory_xact_lock_shared(` + appendLockClassSQL + `, $1::int)`
 )
 
+// codeMultiDeclined: eventstore_expect_written found that an append of an AppendMulti's fast
+// path was declined; the transaction rolls back and the slow path decides.
+const codeMultiDeclined = "SW005"
+
 // codeNoAppendLock: eventstore_append was called in a transaction that already had an id
 // without holding the append lock; its events could be hidden from subscribers for ever.
 const codeNoAppendLock = "SW004"
@@ -231,6 +235,20 @@ BEGIN
         RETURN QUERY SELECT v_cur + v_n, v_my_tx, v_last_pos;
         RETURN;
     END LOOP;
+END
+$fn$;
+
+-- eventstore_expect_written ends an AppendMulti's fast statements (multi.go): unless the
+-- transaction has written exactly p_events events, one of its appends was declined, and it
+-- raises SW005 so that the whole transaction, sent with its commit in one round trip, is
+-- rolled back.
+CREATE OR REPLACE FUNCTION eventstore_expect_written(p_events bigint) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF (SELECT count(*) FROM events WHERE tx_id = pg_current_xact_id()) <> p_events THEN
+        RAISE EXCEPTION 'eventstore: an append of the multi-append was declined'
+            USING ERRCODE = 'SW005';
+    END IF;
 END
 $fn$;
 `
