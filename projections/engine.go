@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -44,6 +45,10 @@ type Engine struct {
 	opts       EngineConfig
 	log        logrus.FieldLogger
 	metrics    *metrics
+
+	// checkpoints holds, by projector name, the checkpoint this process last committed
+	// (eventstore.Position), from which applyAt sends a batch in one round trip.
+	checkpoints sync.Map
 
 	mu      sync.Mutex
 	applied chan struct{} // closed and replaced whenever this process commits a batch
@@ -173,10 +178,22 @@ func (e *Engine) handler(p Projector) message.NoPublishHandlerFunc {
 	}
 }
 
-// applyMessage applies a batch and moves the projector's checkpoint past it, in one transaction
-// of three round trips: begin with the checkpoint's lock, the writes with the new checkpoint,
-// commit (more when the projector reads in between).
+// applyMessage applies a batch and moves the projector's checkpoint past it, in one transaction.
+// When this process committed the projector's last batch, it knows the checkpoint and sends the
+// whole transaction in one round trip (applyAt); otherwise, or when the checkpoint has moved
+// since, in three: begin with the checkpoint's lock, the writes with the new checkpoint, commit
+// (more when the projector reads in between).
 func (e *Engine) applyMessage(ctx context.Context, p Projector, events []eventstore.RecordedEvent) error {
+	if cp, ok := e.checkpoints.Load(p.Name()); ok {
+		err := e.applyAt(ctx, p, events, cp.(eventstore.Position))
+		if err == nil {
+			return nil
+		}
+		e.checkpoints.Delete(p.Name())
+		if !checkpointMoved(err) {
+			return err
+		}
+	}
 	tx, cp, err := e.beginBatch(ctx, p.Name())
 	if err != nil {
 		return err
@@ -189,11 +206,73 @@ func (e *Engine) applyMessage(ctx context.Context, p Projector, events []eventst
 	}
 	if n > 0 {
 		ptx.Exec(saveCheckpointSQL, p.Name(), int64(last.Position.Commit), int64(last.Position.Prepare), n, last.CreatedAt)
+		cp = last.Position
 	}
 	if err := ptx.Flush(ctx); err != nil {
 		return fmt.Errorf("projector %s: %w", p.Name(), err)
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	e.checkpoints.Store(p.Name(), cp)
+	return nil
+}
+
+// applyAt applies a batch as applyMessage does, given the checkpoint this process last
+// committed, in one round trip: begin, projection_advance (which locks the checkpoint and
+// raises codeCheckpointMoved unless it is still at cp), the writes and commit are pipelined.
+// A failed statement makes the server skip the rest, commit included, so nothing of a failed
+// batch is written.
+func (e *Engine) applyAt(ctx context.Context, p Projector, events []eventstore.RecordedEvent, cp eventstore.Position) error {
+	n, last := freshAfter(events, cp)
+	if n == 0 {
+		return nil
+	}
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("projector %s: %w", p.Name(), err)
+	}
+	defer conn.Release()
+	ptx := newTx(conn)
+	ptx.Exec(`BEGIN`)
+	ptx.Exec(`SET LOCAL synchronous_commit = off`)
+	ptx.Exec(advanceSQL, p.Name(), int64(cp.Commit), int64(cp.Prepare),
+		int64(last.Position.Commit), int64(last.Position.Prepare), n, last.CreatedAt)
+	_, _, err = queueBatch(ctx, ptx, p, events, cp)
+	if err == nil {
+		ptx.Exec(`COMMIT`)
+		if err = ptx.Flush(ctx); err != nil {
+			err = fmt.Errorf("projector %s: %w", p.Name(), err)
+		}
+	}
+	if err != nil {
+		// Whatever was sent is rolled back; a connection left inside a transaction is
+		// destroyed by the pool on release.
+		conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`) //nolint:errcheck // best effort, see above
+		return err
+	}
+	e.checkpoints.Store(p.Name(), last.Position)
+	return nil
+}
+
+// advanceSQL calls projection_advance (schema.go).
+const advanceSQL = `SELECT projection_advance($1, $2, $3, $4, $5, $6, $7)`
+
+// checkpointMoved reports whether err is projection_advance finding the checkpoint moved.
+func checkpointMoved(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeCheckpointMoved
+}
+
+// freshAfter counts the events after cp, which a batch applies, and returns the last of them.
+func freshAfter(events []eventstore.RecordedEvent, cp eventstore.Position) (int, eventstore.RecordedEvent) {
+	n, last := 0, eventstore.RecordedEvent{}
+	for _, ev := range events {
+		if cp.Less(ev.Position) {
+			n, last = n+1, ev
+		}
+	}
+	return n, last
 }
 
 // beginBatch opens a projector's batch transaction and locks its checkpoint, in one round trip.

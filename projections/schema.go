@@ -22,6 +22,31 @@ CREATE TABLE IF NOT EXISTS projection_checkpoints (
 	error          text
 )`
 
+// advanceDDL is the guard of a projector batch sent in one round trip (engine.go, applyAt): it
+// moves the checkpoint from where this process last left it, and raises codeCheckpointMoved
+// when it is no longer there (another instance, a rebuild or a reset moved it), so the batch's
+// transaction rolls back before its writes commit. The UPDATE also takes the row lock that
+// lockCheckpointSQL takes on the other path.
+const advanceDDL = `
+CREATE OR REPLACE FUNCTION projection_advance(
+	p_name text, p_from_commit bigint, p_from_prepare bigint,
+	p_to_commit bigint, p_to_prepare bigint, p_events bigint, p_last_event_at timestamptz
+) RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+	UPDATE projection_checkpoints
+	SET commit_pos = p_to_commit, prepare_pos = p_to_prepare, events_applied = events_applied + p_events,
+	    last_event_at = p_last_event_at, updated_at = now(), error = NULL
+	WHERE name = p_name AND commit_pos = p_from_commit AND prepare_pos = p_from_prepare;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'projector %: checkpoint is no longer at (%, %)', p_name, p_from_commit, p_from_prepare
+			USING ERRCODE = 'SW101';
+	END IF;
+END
+$fn$`
+
+// codeCheckpointMoved is raised by projection_advance.
+const codeCheckpointMoved = "SW101"
+
 // Migrate creates the checkpoint table and every projector's live tables.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, projectors []Projector) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -31,6 +56,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, projectors []Projector) er
 		}
 		if _, err := tx.Exec(ctx, frameworkDDL); err != nil {
 			return fmt.Errorf("create projection_checkpoints: %w", err)
+		}
+		if _, err := tx.Exec(ctx, advanceDDL); err != nil {
+			return fmt.Errorf("create projection_advance: %w", err)
 		}
 		for _, p := range projectors {
 			if err := p.Migrate(ctx, tx); err != nil {

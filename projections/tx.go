@@ -12,11 +12,20 @@ import (
 // one pipelined batch, so applying a batch of events costs one round trip rather than one per
 // statement; a read first flushes the queue so it sees every earlier write.
 type Tx struct {
-	tx    pgx.Tx
+	tx    conn
 	queue *pgx.Batch
 }
 
-func newTx(tx pgx.Tx) *Tx { return &Tx{tx: tx, queue: &pgx.Batch{}} }
+// conn is what a Tx sends through: a pgx.Tx, or a pooled connection whose transaction is
+// begun and committed by statements in the queue (Engine.applyAt).
+type conn interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func newTx(tx conn) *Tx { return &Tx{tx: tx, queue: &pgx.Batch{}} }
 
 // Exec queues a write.
 func (t *Tx) Exec(sql string, args ...any) { t.queue.Queue(sql, args...) }
