@@ -37,6 +37,12 @@ work="$(mktemp -d)"
 source scripts/pgbench-ceiling.sh
 trap 'cleanup; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
 
+# quiesce: each benchmark starts with no dirty buffers of the one before left to write back,
+# so no figure pays for another benchmark's writes. Needs the pg_checkpoint role; without it
+# the run goes on unquiesced.
+quiesce() { psql -X -q -d postgres -c CHECKPOINT >/dev/null 2>&1 || echo "bench-sdk: CHECKPOINT refused; figures may carry the previous benchmark's writes" >&2; }
+
+quiesce
 tps="$(pgbench_tps "$CLIENTS" "$DURATION")"
 psql -X -q -d "$SCRATCH_DB" -c "DROP TABLE bench_events"
 
@@ -54,20 +60,26 @@ if [ "$RIVER" = 1 ]; then
 	psql -X -q -d postgres -c "CREATE DATABASE ${RIVER_DB}"
 	river_url="postgres://${PGUSER}@${PGHOST}:${PGPORT}/${RIVER_DB}?sslmode=disable"
 	"$work/river-bin" migrate-up --database-url "$river_url" >/dev/null
+	quiesce
 	"$work/river-bin" bench --database-url "$river_url" --duration "${DURATION}s" >"$work/river.txt" 2>&1
 	tail -1 "$work/river.txt"
 	# The summary line: "bench: total jobs worked [ N ], ..., overall job/sec [ R ], running ...".
 	jobs="$(sed -n 's/.*overall job\/sec \[ *\([0-9.]*\) *\].*/\1/p' "$work/river.txt" | tail -1)"
+	# River's database is done with: its autovacuum must not run under Switchyard's figures.
+	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)"
 fi
 
 go build -o "$work/switchyard" ./cmd/switchyard
 export DATABASE_URL="postgres://${PGUSER}@${PGHOST}:${PGPORT}/${SCRATCH_DB}?sslmode=disable" SWITCHYARD_DATA_DIR="$work/data" \
 	SWITCHYARD_LOG_LEVEL=warn
+quiesce
 "$work/switchyard" bench --clients "$CLIENTS" --duration "${DURATION}s" --rate "$RATE" --total "$TOTAL" --idle "$IDLE" | tee "$work/bench.txt"
 if [ "$INSTANCES2" = 1 ]; then
+	quiesce
 	"$work/switchyard" bench e2e --instances 2 --clients "$CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-two:/' | tee -a "$work/bench.txt"
 fi
 # Last, as its executions are left unexecuted: the submit path alone, with no executor competing.
+quiesce
 "$work/switchyard" bench submit --submit-only --clients "$CLIENTS" --duration "${DURATION}s" | sed 's/^submit:/submit-only:/' | tee -a "$work/bench.txt"
 
 # field PREFIX UNIT: the number before UNIT on the line starting with PREFIX.

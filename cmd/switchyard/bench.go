@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -27,6 +28,8 @@ type benchOptions struct {
 	rate     int
 	total    int
 	profile  string
+	// memProfile is where the allocations of the phases go (pprof's allocs profile).
+	memProfile string
 	// submitOnly runs the service without its executor, to measure the submit path alone.
 	submitOnly bool
 	// instances is how many service instances share the database (each with its own pool,
@@ -70,6 +73,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
+	cmd.Flags().StringVar(&o.memProfile, "memprofile", "", "write the allocations of the phases (service and load) to this file, for go tool pprof -sample_index=alloc_space")
 	return cmd
 }
 
@@ -120,6 +124,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.memProfile != "" {
+		// The profile holds what was allocated since the process started; a cycle now leaves
+		// the set-up's allocations behind as the baseline pprof -diff_base can subtract.
+		runtime.GC()
+		defer writeAllocs(o.memProfile)
+	}
 	for _, phase := range phases {
 		counts := func(ctx context.Context) (map[string]int, error) {
 			return apps[0].queries.ExecutionCounts(ctx, workspace)
@@ -148,6 +158,21 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		}
 	}
 	return nil
+}
+
+// writeAllocs writes the allocs profile to path; a failure is reported, not fatal: the figures
+// have been printed.
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: memprofile: %v\n", err)
+	}
 }
 
 // benchServe starts a's service on a loopback port and returns its address and the channel
