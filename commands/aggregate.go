@@ -44,14 +44,7 @@ func (l loaded[S]) expected() eventstore.ExpectedRevision {
 // load folds stream, reading only the events after a cached state when there is one: streams
 // such as a busy workspace's billing account grow long, and events never change once written.
 func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S]) (loaded[S], error) {
-	cur := loaded[S]{state: agg.zero}
-	var from uint64
-	shared := false // cur.state is the cached one: clone before evolving it
-	if c, ok := h.cache.get(stream); ok {
-		if l, ok := c.(loaded[S]); ok {
-			cur, from, shared = l, l.revision+1, true
-		}
-	}
+	cur, from, shared := cachedState(h, stream, agg)
 	for {
 		events, err := h.store.ReadStream(ctx, stream, from, readBatch)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -60,29 +53,63 @@ func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S
 		if err != nil {
 			return cur, fmt.Errorf("read %s: %w", stream, err)
 		}
-		if shared && len(events) > 0 && agg.clone != nil {
-			cur.state, shared = agg.clone(cur.state), false
-		}
-		for _, rec := range events {
-			ev, err := domain.Events.Decode(rec.Type, rec.Data)
-			if err != nil {
-				return cur, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
-			}
-			cur.state = agg.evolve(cur.state, ev)
-			cur.revision, cur.exists = rec.Revision, true
+		if cur, shared, err = fold(cur, shared, agg, stream, events); err != nil {
+			return cur, err
 		}
 		if len(events) < readBatch {
 			break
 		}
 		from = cur.revision + 1
 	}
+	return remember(h, stream, agg, cur), nil
+}
+
+// loadFrom is load when stream's events after cur (the state cachedState gave, shared with
+// the cache) have been read already.
+func loadFrom[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S], events []eventstore.RecordedEvent) (loaded[S], error) {
+	cur, _, err := fold(cur, true, agg, stream, events)
+	if err != nil {
+		return cur, err
+	}
+	return remember(h, stream, agg, cur), nil
+}
+
+// cachedState is stream's cached state (shared with the cache) and the revision to read on
+// from, or the zero state and revision 0.
+func cachedState[S any](h *Handler, stream string, agg aggregate[S]) (cur loaded[S], from uint64, shared bool) {
+	if c, ok := h.cache.get(stream); ok {
+		if l, ok := c.(loaded[S]); ok {
+			return l, l.revision + 1, true
+		}
+	}
+	return loaded[S]{state: agg.zero}, 0, false
+}
+
+// fold evolves cur by stream's records, cloning a state shared with the cache first.
+func fold[S any](cur loaded[S], shared bool, agg aggregate[S], stream string, records []eventstore.RecordedEvent) (loaded[S], bool, error) {
+	if shared && len(records) > 0 && agg.clone != nil {
+		cur.state, shared = agg.clone(cur.state), false
+	}
+	for _, rec := range records {
+		ev, err := domain.Events.Decode(rec.Type, rec.Data)
+		if err != nil {
+			return cur, shared, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
+		}
+		cur.state = agg.evolve(cur.state, ev)
+		cur.revision, cur.exists = rec.Revision, true
+	}
+	return cur, shared, nil
+}
+
+// remember caches a folded stream and returns a state the caller may evolve.
+func remember[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S]) loaded[S] {
 	if cur.exists {
 		h.cache.put(stream, cur)
 		if agg.clone != nil {
 			cur.state = agg.clone(cur.state) // the caller may evolve what it gets
 		}
 	}
-	return cur, nil
+	return cur
 }
 
 // execute loads stream, decides, and appends at the revision read, deciding again on conflict.

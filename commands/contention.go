@@ -12,21 +12,20 @@ import (
 // charging the same workspace, both append continually, each moves the account under the
 // other's in-flight batch, and about every other batch is refused, rolled back and decided
 // again: with two instances a third of the batches were refused, and the rate of the two fell to
-// about 0.6 of one. Once refused, an instance takes turns for contendedFor: it holds the
-// account's lock (eventstore.StreamLocker) while it reads on, decides and appends, so the
-// batches of the instances follow each other instead of colliding. Alone, an instance never
-// takes the lock.
+// about 0.6 of one. Once refused, an instance takes turns for contendedFor: it reads on, decides
+// and appends within a turn on the account (eventstore.StreamTurns), so the batches of the
+// instances follow each other instead of colliding. Alone, an instance never takes a turn.
 const (
 	// contendedFor is how long after a refusal an instance takes turns on the stream.
 	contendedFor = 10 * time.Second
-	// turnWait bounds the wait for the lock; past it the batch goes ahead without, as before.
+	// turnWait bounds the wait for a turn; past it the batch goes ahead without, as before.
 	turnWait = 2 * time.Second
 )
 
-// takeTurn waits for stream's lock when another process has recently appended to it under this
-// one, and returns the function that releases it; nil when there is no turn to take (no
-// recent contention, a store without locks, or no lock within turnWait).
-func (h *Handler) takeTurn(ctx context.Context, stream string) func() {
+// takeTurn waits for a turn on stream, reading it on from revision from, when another process
+// has recently appended to it under this one; nil when there is no turn to take (no recent
+// contention, a store without turns, or no turn within turnWait).
+func (h *Handler) takeTurn(ctx context.Context, stream string, from uint64) eventstore.Turn {
 	at, ok := h.contended.Load(stream)
 	if !ok {
 		return nil
@@ -35,15 +34,15 @@ func (h *Handler) takeTurn(ctx context.Context, stream string) func() {
 		h.contended.CompareAndDelete(stream, at)
 		return nil
 	}
-	locker, ok := h.store.(eventstore.StreamLocker)
+	turns, ok := h.store.(eventstore.StreamTurns)
 	if !ok {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, turnWait)
 	defer cancel()
-	unlock, err := locker.LockStream(wctx, stream)
+	turn, err := turns.TakeTurn(wctx, stream, from)
 	if err != nil {
 		return nil
 	}
-	return unlock
+	return turn
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // refusalCounter counts the multi appends refused for a moved stream, and passes the store's
-// stream lock on.
+// turns on.
 type refusalCounter struct {
 	eventstore.Store
 	refused atomic.Int64
@@ -27,8 +27,26 @@ func (s *refusalCounter) AppendMulti(ctx context.Context, appends ...eventstore.
 	return res, err
 }
 
-func (s *refusalCounter) LockStream(ctx context.Context, stream string) (func(), error) {
-	return s.Store.(eventstore.StreamLocker).LockStream(ctx, stream)
+func (s *refusalCounter) TakeTurn(ctx context.Context, stream string, from uint64) (eventstore.Turn, error) {
+	t, err := s.Store.(eventstore.StreamTurns).TakeTurn(ctx, stream, from)
+	if err != nil {
+		return nil, err
+	}
+	return &countedTurn{Turn: t, refused: &s.refused}, nil
+}
+
+// countedTurn counts the refusals of a turn's append too.
+type countedTurn struct {
+	eventstore.Turn
+	refused *atomic.Int64
+}
+
+func (t *countedTurn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	res, err := t.Turn.AppendMulti(ctx, appends...)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.refused.Add(1)
+	}
+	return res, err
 }
 
 // Two processes charging one workspace take turns once one has been refused for a moved

@@ -57,10 +57,6 @@ type FinishResult struct {
 // batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
-	if unlock := h.takeTurn(ctx, BillingStream(workspaceID)); unlock != nil {
-		defer unlock()
-		readOn = true // the other process has most likely charged the account since
-	}
 	for attempt := 0; ; attempt++ {
 		results, err := h.chargeAndFinish(ctx, workspaceID, items, readOn)
 		var wrong *eventstore.WrongExpectedVersionError
@@ -85,21 +81,30 @@ func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items
 	}
 }
 
-// chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. With
-// readOn it reads the account's events after the cached state before deciding.
+// chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. Within
+// a turn on the account (takeTurn), or with readOn, it reads the account's events after the
+// cached state before deciding.
 func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+	stream := BillingStream(workspaceID)
+	appendMulti := h.store.AppendMulti
 	var acct loaded[billing.State]
 	var err error
-	if readOn {
-		acct, err = load(ctx, h, BillingStream(workspaceID), billingAgg)
-	} else {
+	cur, from, _ := cachedState(h, stream, billingAgg)
+	switch turn := h.takeTurn(ctx, stream, from); {
+	case turn != nil:
+		defer turn.End()
+		acct, err = loadFrom(h, stream, billingAgg, cur, turn.Events())
+		appendMulti = turn.AppendMulti
+	case readOn:
+		acct, err = load(ctx, h, stream, billingAgg)
+	default:
 		acct, err = h.cachedAccount(ctx, workspaceID)
 	}
 	if err != nil {
 		return nil, err
 	}
 	results := make([]FinishResult, len(items))
-	parts := []eventstore.StreamAppend{{Stream: BillingStream(workspaceID), Expected: acct.expected()}}
+	parts := []eventstore.StreamAppend{{Stream: stream, Expected: acct.expected()}}
 	var charges []domain.Event
 	after := make([]loaded[execution.State], len(items))
 	partOf := make([]int, len(items)) // index in parts of item i's execution part, 0 for none
@@ -131,12 +136,12 @@ func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items
 	if err := encodeParts(ctx, parts, charges); err != nil {
 		return nil, err
 	}
-	res, err := h.store.AppendMulti(ctx, parts...)
+	res, err := appendMulti(ctx, parts...)
 	if err != nil {
 		return nil, err
 	}
 	acct.revision, acct.exists = res[0].NextRevision, true
-	h.cache.put(BillingStream(workspaceID), acct)
+	h.cache.put(stream, acct)
 	for i, it := range items {
 		if p := partOf[i]; p > 0 {
 			next := after[i]

@@ -253,13 +253,26 @@ type Subscription interface {
 	Close()
 }
 
-// StreamLocker is implemented by a store whose writers of one stream can take turns across
+// StreamTurns is implemented by a store whose writers of one stream can take turns across
 // processes. Writers that keep losing the race for one hot stream (several instances charging
-// one workspace's account) hold its lock while they read on, decide and append, instead of
-// deciding on a revision another process has moved on meanwhile and being refused. The lock is
-// advisory: appends do not take it, and each append's expectation still guards it.
-type StreamLocker interface {
-	// LockStream waits for stream's lock as long as ctx lasts and returns the function that
-	// releases it. The lock is released too when the process that holds it dies.
-	LockStream(ctx context.Context, stream string) (unlock func(), err error)
+// one workspace's account) read on, decide and append within a turn that holds the stream's
+// lock, instead of deciding on a revision another process has moved on meanwhile and being
+// refused. The lock is advisory: appends outside turns do not take it, and every append's
+// expectation still guards the stream.
+type StreamTurns interface {
+	// TakeTurn waits for stream's lock as long as ctx lasts, then reads the stream's events
+	// from revision from on. The lock is held until the turn ends (Turn.AppendMulti or
+	// Turn.End), or the process that holds it dies.
+	TakeTurn(ctx context.Context, stream string, from uint64) (Turn, error)
+}
+
+// Turn is one writer's turn on a stream (StreamTurns). It is used by one goroutine.
+type Turn interface {
+	// Events are the stream's events from the revision the turn was taken at, read under the
+	// lock: none when the stream does not exist or has nothing new.
+	Events() []RecordedEvent
+	// AppendMulti is Store.AppendMulti within the turn, and ends it whatever its outcome.
+	AppendMulti(ctx context.Context, appends ...StreamAppend) ([]AppendResult, error)
+	// End ends the turn without appending; after AppendMulti it does nothing.
+	End()
 }

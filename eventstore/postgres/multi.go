@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,6 +19,19 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	if s.closed.Load() {
 		return nil, eventstore.ErrClosed
 	}
+	parts, err := encodeParts(appends)
+	if err != nil || len(parts) == 0 {
+		return []eventstore.AppendResult{}, err
+	}
+	defer s.appended()
+	if res, ok, err := s.multiFast(ctx, s.pool, parts, false); ok || err != nil {
+		return res, err
+	}
+	return s.multiSlowRetried(ctx, parts)
+}
+
+// encodeParts encodes every part of a multi-append.
+func encodeParts(appends []eventstore.StreamAppend) ([]encoded, error) {
 	parts := make([]encoded, len(appends))
 	for i, a := range appends {
 		e, err := encode(a.Stream, a.Expected, a.Events)
@@ -28,33 +40,38 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 		}
 		parts[i] = e
 	}
-	if len(parts) == 0 {
-		return []eventstore.AppendResult{}, nil
-	}
-	defer s.appended()
-	if res, ok, err := s.multiFast(ctx, parts); ok || err != nil {
-		return res, err
-	}
+	return parts, nil
+}
+
+// multiSlowRetried runs multiSlow until it succeeds, fails for good or has been retried
+// maxAppendRetries times.
+func (s *Store) multiSlowRetried(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, retry, err := s.multiSlow(ctx, parts)
 		if err == nil {
 			return res, nil
 		}
-		if retry && attempt < maxAppendRetries {
-			continue
+		if !retry || attempt >= maxAppendRetries {
+			return nil, err
 		}
-		return nil, err
 	}
 }
 
+// batchSender is what multiFast sends its batch through: the pool, or a turn's connection.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // multiFast runs every part's fast statement, parts on distinct streams sharing batched
-// statements (batch.go), in the one implicit transaction of a pipelined batch, as a group commit
-// does. A declined part writes nothing but would not fail its statement, so the batch ends with
-// eventstore_expect_written: unless every event was written it raises, and the server rolls
-// the whole batch back, before anything commits. The commit thus costs no round trip of its own,
-// which matters most while the caller holds a hot stream's lock (commands/contention.go). ok is
-// false when some part was declined (nothing is then written) and the slow path must decide.
-func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, bool, error) {
+// statements (batch.go), in one pipelined batch, as a group commit does. A declined part writes
+// nothing but would not fail its statement, so the batch ends with eventstore_expect_written:
+// unless every event was written it raises, and the server rolls the whole transaction back
+// before anything commits. The commit thus costs no round trip of its own, which matters most
+// while the caller holds a hot stream's lock (turn.go). Through the pool the batch is one
+// implicit transaction; with commit, it ends the transaction the caller began on via, and a
+// failed batch leaves that transaction for the caller to roll back. ok is false when some part
+// was declined (nothing is then written) and the slow path must decide.
+func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, commit bool) ([]eventstore.AppendResult, bool, error) {
 	stmts := make([]fastStatement, len(parts))
 	events := 0
 	for i, e := range parts {
@@ -75,18 +92,26 @@ func (s *Store) multiFast(ctx context.Context, parts []encoded) ([]eventstore.Ap
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}
 	b.Queue(expectWrittenSQL, int64(events))
-	br := s.pool.SendBatch(ctx, b)
+	if commit {
+		b.Queue(`COMMIT`)
+	}
+	br := via.SendBatch(ctx, b)
 	err := readGroup(br, parts, plan, res, written)
 	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil && commit {
 		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	switch {
-	case err == nil && !slices.Contains(written, false):
+	case err == nil:
+		// eventstore_expect_written found every event written, so every part wrote (parts
+		// without events never come here: fastQuery leaves them to the slow path).
 		return res, true, nil
-	case err == nil, multiDeclined(err):
+	case multiDeclined(err):
 		return nil, false, nil
 	default:
 		return nil, false, fmt.Errorf("eventstore/postgres: append multi: %w", err)

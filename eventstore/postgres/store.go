@@ -143,7 +143,7 @@ type Store struct {
 	tail  tail    // the one reader of the live log, shared by every subscription
 	// lockSlots spreads appenders over the append lock's keys (appendLockSQL).
 	lockSlots atomic.Uint32
-	// streamLocks bounds the pooled connections held for stream locks (LockStream).
+	// streamLocks bounds the pooled connections held by turns (TakeTurn).
 	streamLocks chan struct{}
 
 	wake       broadcaster   // wakes local subscriptions: appends here, NOTIFYs from elsewhere

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// streamLockClass is the first key of stream locks (TakeTurn), apart from the append lock's
+// class that horizonSQL looks for: a turn is no appender until it appends.
+const streamLockClass = 1398231892 // "SWST"
+
+// turnReadPage is how many events a turn reads per round trip.
+const turnReadPage = 1000
+
+// turnEndTimeout bounds the rollback that ends a turn without an append.
+const turnEndTimeout = 5 * time.Second
+
+// errTurnEnded is the answer of a turn's AppendMulti after the turn ended.
+var errTurnEnded = errors.New("eventstore/postgres: the turn has ended")
+
+var _ eventstore.StreamTurns = (*Store)(nil)
+
+// TakeTurn implements eventstore.StreamTurns. A turn is a transaction on a pooled connection
+// holding a transaction-scoped advisory lock keyed by a hash of the stream's name: the first
+// round trip begins it, waits for the lock and reads the stream on; the turn's AppendMulti
+// sends its statements and the commit, which releases the lock, in the second. Two streams
+// whose names hash alike share a lock: their writers only wait for each other more than they
+// need to.
+//
+// At most a quarter of the pool's connections hold or wait for turns at once; past that,
+// TakeTurn waits for one to end, as long as ctx lasts.
+func (s *Store) TakeTurn(ctx context.Context, stream string, from uint64) (eventstore.Turn, error) {
+	if s.closed.Load() {
+		return nil, eventstore.ErrClosed
+	}
+	select {
+	case s.streamLocks <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("eventstore/postgres: turn on %s: every connection for turns is taken: %w", stream, ctx.Err())
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		<-s.streamLocks
+		return nil, fmt.Errorf("eventstore/postgres: turn on %s: %w", stream, err)
+	}
+	t := &turn{s: s, conn: c}
+	if err := t.begin(ctx, stream, from); err != nil {
+		// A wait cut short by ctx leaves the session's state unknown: it goes, and the lock
+		// with it should the server have granted it after all.
+		t.end(true)
+		return nil, fmt.Errorf("eventstore/postgres: turn on %s: %w", stream, err)
+	}
+	return t, nil
+}
+
+// turn is an open turn: its connection is inside the transaction that holds the lock.
+type turn struct {
+	s      *Store
+	conn   *pgxpool.Conn
+	events []eventstore.RecordedEvent
+	done   bool
+}
+
+// begin opens the transaction, waits for the lock and reads stream from revision from on.
+func (t *turn) begin(ctx context.Context, stream string, from uint64) error {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, streamLockClass, streamLockKey(stream))
+	b.Queue(readStreamSQL, stream, clampInt64(from), turnReadPage)
+	br := t.conn.SendBatch(ctx, b)
+	err := execAll(br, 2)
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			t.events, err = collectEvents(rows, turnReadPage)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	for page := t.events; err == nil && len(page) == turnReadPage; {
+		from = page[len(page)-1].Revision + 1
+		var rows pgx.Rows
+		if rows, err = t.conn.Query(ctx, readStreamSQL, stream, clampInt64(from), turnReadPage); err == nil {
+			if page, err = collectEvents(rows, turnReadPage); err == nil {
+				t.events = append(t.events, page...)
+			}
+		}
+	}
+	return err
+}
+
+func (t *turn) Events() []eventstore.RecordedEvent { return t.events }
+
+// AppendMulti sends the fast path of Store.AppendMulti and the commit in one round trip. An
+// unusual or declined part ends the turn, and the multi-append goes on outside it as any
+// AppendMulti's slow path does: each part's expectation still decides.
+func (t *turn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	if t.done {
+		return nil, errTurnEnded
+	}
+	parts, err := encodeParts(appends)
+	if err != nil || len(parts) == 0 {
+		t.End()
+		return []eventstore.AppendResult{}, err
+	}
+	defer t.s.appended()
+	res, ok, err := t.s.multiFast(ctx, t.conn, parts, true)
+	if ok {
+		t.end(false)
+		return res, nil
+	}
+	t.End()
+	if err != nil {
+		return nil, err
+	}
+	return t.s.multiSlowRetried(ctx, parts)
+}
+
+// End rolls the turn's transaction back, which releases the lock.
+func (t *turn) End() {
+	if t.done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), turnEndTimeout)
+	defer cancel()
+	_, err := t.conn.Exec(ctx, `ROLLBACK`)
+	t.end(err != nil)
+}
+
+// end gives the connection back; a broken one (or one in an unknown state) is closed, which
+// ends its session and so releases the lock for sure.
+func (t *turn) end(broken bool) {
+	if t.done {
+		return
+	}
+	t.done = true
+	if broken {
+		ctx, cancel := context.WithTimeout(context.Background(), turnEndTimeout)
+		t.conn.Conn().Close(ctx) //nolint:errcheck // closing is the point
+		cancel()
+	}
+	t.conn.Release()
+	<-t.s.streamLocks
+}
+
+// streamLockKey is the second key of stream's lock.
+func streamLockKey(stream string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(stream))
+	return int32(h.Sum32())
+}

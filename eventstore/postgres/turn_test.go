@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// A stream's turn is held by one writer at a time: a second waits until the first's append
+// has committed, and then reads it; another stream's turn is free; a wait cut short holds
+// nothing.
+func TestTakeTurn(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	if _, err := st.Append(ctx, "billing-a", eventstore.NoStream(), event("Opened")); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.TakeTurn(ctx, "billing-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := first.Events(); len(evs) != 1 || evs[0].Type != "Opened" {
+		t.Fatalf("a turn from revision 0 read %+v, want the stream's one event", evs)
+	}
+	other, err := st.TakeTurn(ctx, "billing-b", 0)
+	if err != nil {
+		t.Fatalf("another stream's turn: %v", err)
+	}
+	if len(other.Events()) != 0 {
+		t.Fatalf("a turn on a stream that does not exist read %d events", len(other.Events()))
+	}
+	other.End()
+
+	cut, cancel := context.WithCancel(ctx)
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := st.TakeTurn(cut, "billing-a", 1)
+		cancelled <- err
+	}()
+	waitForLockWaiters(t, st, 1)
+	cancel()
+	if err := <-cancelled; err == nil {
+		t.Fatal("a wait for a turn cut short by its context took the turn")
+	}
+
+	got := make(chan eventstore.Turn, 1)
+	go func() {
+		next, err := st.TakeTurn(ctx, "billing-a", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- next
+	}()
+	waitForLockWaiters(t, st, 1)
+	select {
+	case <-got:
+		t.Fatal("the second writer took the turn the first holds")
+	default:
+	}
+	if _, err := first.AppendMulti(ctx, eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}}); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	if evs := next.Events(); len(evs) != 1 || evs[0].Type != "Charged" || evs[0].Revision != 1 {
+		t.Fatalf("the next turn read %+v, want the first turn's append", evs)
+	}
+	next.End()
+	waitForLockWaiters(t, st, 0)
+	if _, err := first.AppendMulti(ctx, eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(1), Events: []eventstore.EventData{event("Late")}}); !errors.Is(err, errTurnEnded) {
+		t.Fatalf("an append in a turn that has ended: %v, want it refused", err)
+	}
+}
+
+// A turn's multi-append is all or nothing as AppendMulti is: a part the stream refuses fails it
+// with the stream's error, nothing is written, and the turn is over.
+func TestTurnAppendRefusedWritesNothing(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	if _, err := st.Append(ctx, "billing-a", eventstore.NoStream(), event("Opened"), event("Charged")); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := st.TakeTurn(ctx, "billing-a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = turn.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: "execution-1", Expected: eventstore.NoStream(), Events: []eventstore.EventData{event("Submitted")}},
+		eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}})
+	var wrong *eventstore.WrongExpectedVersionError
+	if !errors.As(err, &wrong) || wrong.Stream != "billing-a" {
+		t.Fatalf("a turn's append at a stale revision: %v, want the account's wrong expected version", err)
+	}
+	if _, err := st.ReadStream(ctx, "execution-1", 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Fatalf("the refused multi-append's other part: %v, want nothing written", err)
+	}
+	again, err := st.TakeTurn(ctx, "billing-a", 2)
+	if err != nil {
+		t.Fatalf("a turn after a refused append: %v", err)
+	}
+	again.End()
+	waitForLockWaiters(t, st, 0)
+}
+
+// Turns hold at most a quarter of the pool's connections: past that a writer waits for one to
+// end rather than take the connections every holder needs for its appends.
+func TestTurnsLeaveConnectionsForAppends(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8) // two connections for turns
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	first, err := st.TakeTurn(ctx, "billing-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.TakeTurn(ctx, "billing-b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Appends outside turns still find connections.
+	if _, err := st.Append(ctx, "billing-c", eventstore.NoStream(), event("Charged")); err != nil {
+		t.Fatalf("append while turns are held: %v", err)
+	}
+	// A third writer waits for a slot, not for a connection: here until its context ends.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := st.TakeTurn(cancelled, "billing-c", 0); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "every connection for turns is taken") {
+		t.Fatalf("a third turn with two held on a pool of eight: %v, want a wait for a slot", err)
+	}
+	first.End()
+	third, err := st.TakeTurn(ctx, "billing-c", 0)
+	if err != nil {
+		t.Fatalf("a turn once a slot is free: %v", err)
+	}
+	third.End()
+	second.End()
+}
+
+// waitForLockWaiters waits until n sessions wait for a stream's turn.
+func waitForLockWaiters(t *testing.T, st *Store, n int) {
+	t.Helper()
+	pollUntil(t, "turn waiters", func() bool {
+		var waiting int
+		err := st.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = $1 AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+			streamLockClass).Scan(&waiting)
+		return err == nil && waiting == n
+	})
+}
