@@ -332,29 +332,43 @@ SELECT least(pg_snapshot_xmax(snap.s),
 FROM snap`
 
 // readLogSQL builds the log query for a filter shape. Distinct texts per shape (rather than
-// "$3 IS NULL OR ...") give each its own prepared plan on the (tx_id, position) index. $4 is
-// the horizon, from an earlier statement (horizonSQL).
-func readLogSQL(categories, types bool) string {
+// "$3 IS NULL OR ...") give each its own prepared plan on the (tx_id, position) index. The
+// horizon comes from an earlier statement (horizonSQL): $4, or, with fromSetting, the
+// transaction-local setting horizonSetSQL leaves, so both statements go in one round trip.
+func readLogSQL(categories, types, fromSetting bool) string {
+	horizon, next := "$4::xid8", 5
+	if fromSetting {
+		horizon, next = "current_setting('"+horizonSetting+"')::xid8", 4
+	}
 	var where strings.Builder
 	if categories {
-		where.WriteString(" AND e.category = ANY($5)")
+		fmt.Fprintf(&where, " AND e.category = ANY($%d)", next)
+		next++
 	}
 	if types {
-		if categories {
-			where.WriteString(" AND e.type = ANY($6)")
-		} else {
-			where.WriteString(" AND e.type = ANY($5)")
-		}
+		fmt.Fprintf(&where, " AND e.type = ANY($%d)", next)
 	}
 	return `SELECT ` + eventColumns + ` FROM events e
-WHERE e.tx_id < $4::xid8 AND (e.tx_id, e.position) > ($1::xid8, $2::bigint)` + where.String() + `
+WHERE e.tx_id < ` + horizon + ` AND (e.tx_id, e.position) > ($1::xid8, $2::bigint)` + where.String() + `
 ORDER BY e.tx_id, e.position
 LIMIT $3`
 }
 
+// readLogSQLs are readLogSQL's texts by shape (bit 0: categories, bit 1: types), reading the
+// horizon from the setting.
 var readLogSQLs = [4]string{
-	readLogSQL(false, false), readLogSQL(true, false), readLogSQL(false, true), readLogSQL(true, true),
+	readLogSQL(false, false, true), readLogSQL(true, false, true), readLogSQL(false, true, true), readLogSQL(true, true, true),
 }
+
+// horizonSetting is the transaction-local setting through which horizonSetSQL hands the horizon
+// to the read pipelined after it.
+const horizonSetting = "switchyard.horizon"
+
+// horizonSetSQL is horizonSQL that also leaves the horizon in horizonSetting for the rest of
+// the (implicit) transaction of its batch. The read after it is a statement of its own, with
+// a snapshot taken after the horizon's, as horizonSQL requires.
+const horizonSetSQL = `SELECT h.horizon, h.xmax, set_config('` + horizonSetting + `', h.horizon::text, true)
+FROM (` + horizonSQL + `) AS h(horizon, xmax)`
 
 // horizon runs horizonSQL.
 func (s *Store) horizon(ctx context.Context) (horizon, xmax uint64, err error) {
@@ -373,12 +387,9 @@ type logRead struct {
 }
 
 // readLog reads up to max visible events after from.
+// The horizon and the read go in one batch: one round trip, two statements (horizonSetSQL).
 func (s *Store) readLog(ctx context.Context, from eventstore.Position, max int, filter eventstore.Filter) (logRead, error) {
-	horizon, xmax, err := s.horizon(ctx)
-	if err != nil {
-		return logRead{}, err
-	}
-	args := []any{from.Commit, clampInt64(from.Prepare), max, horizon}
+	args := []any{from.Commit, clampInt64(from.Prepare), max}
 	shape := 0
 	if len(filter.Categories) > 0 {
 		shape |= 1
@@ -388,11 +399,25 @@ func (s *Store) readLog(ctx context.Context, from eventstore.Position, max int, 
 		shape |= 2
 		args = append(args, filter.Types)
 	}
-	rows, err := s.pool.Query(ctx, readLogSQLs[shape], args...)
-	if err != nil {
-		return logRead{}, err
+	b := &pgx.Batch{}
+	b.Queue(horizonSetSQL)
+	b.Queue(readLogSQLs[shape], args...)
+	br := s.pool.SendBatch(ctx, b)
+	var (
+		horizon, xmax uint64
+		set           string
+		events        []eventstore.RecordedEvent
+	)
+	err := br.QueryRow().Scan(&horizon, &xmax, &set)
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			events, err = collectEvents(rows, max)
+		}
 	}
-	events, err := collectEvents(rows, max)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return logRead{}, err
 	}
