@@ -103,23 +103,52 @@ func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items
 	if err != nil {
 		return nil, err
 	}
-	results := make([]FinishResult, len(items))
-	parts := []eventstore.StreamAppend{{Stream: stream, Expected: acct.expected()}}
+	plan, err := h.planCharges(ctx, workspaceID, items, acct)
+	if err != nil || plan.charges == 0 {
+		return plan.results, err
+	}
+	res, err := appendMulti(ctx, plan.parts...)
+	if err != nil {
+		return nil, err
+	}
+	return h.chargesWritten(items, plan, res), nil
+}
+
+// chargePlan is a charge batch decided on an account: the append that writes it, and what it
+// makes of each item.
+type chargePlan struct {
+	stream  string
+	acct    loaded[billing.State] // the account after the batch, at the revision before it
+	charges int                   // events the batch appends to the account
+	parts   []eventstore.StreamAppend
+	results []FinishResult
+	after   []loaded[execution.State]
+	partOf  []int // index in parts of item i's execution part, 0 for none
+}
+
+// planCharges decides items' charges on acct and each item's outcome on its execution's
+// state. An item that cannot be charged or created keeps its error in results and is left out.
+func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []ChargedFinish, acct loaded[billing.State]) (chargePlan, error) {
+	plan := chargePlan{
+		stream:  BillingStream(workspaceID),
+		results: make([]FinishResult, len(items)),
+		after:   make([]loaded[execution.State], len(items)),
+		partOf:  make([]int, len(items)),
+	}
+	plan.parts = []eventstore.StreamAppend{{Stream: plan.stream, Expected: acct.expected()}}
 	var charges []domain.Event
-	after := make([]loaded[execution.State], len(items))
-	partOf := make([]int, len(items)) // index in parts of item i's execution part, 0 for none
 	for i, it := range items {
 		evs, err := billing.DecideCharge(acct.state, workspaceID, it.Charge.Cause, it.Charge.Amount, h.now())
 		if err != nil {
-			results[i].Err = err
+			plan.results[i].Err = err
 			continue
 		}
 		part, next, ok, err := h.finishPart(ctx, it)
 		if err != nil {
-			return nil, err
+			return chargePlan{}, err
 		}
 		if !ok && len(it.Create) > 0 {
-			results[i].Err = errNotCreated // no charge for an execution that would not exist
+			plan.results[i].Err = errNotCreated // no charge for an execution that would not exist
 			continue
 		}
 		for _, e := range evs {
@@ -127,30 +156,42 @@ func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items
 		}
 		charges = append(charges, evs...)
 		if ok {
-			parts, partOf[i], after[i] = append(parts, part), len(parts), next
+			plan.parts, plan.partOf[i], plan.after[i] = append(plan.parts, part), len(plan.parts), next
 		}
 	}
+	plan.acct, plan.charges = acct, len(charges)
 	if len(charges) == 0 {
-		return results, nil
+		return plan, nil
 	}
-	if err := encodeParts(ctx, parts, charges); err != nil {
-		return nil, err
+	return plan, encodeParts(ctx, plan.parts, charges)
+}
+
+// projected is the account as the plan leaves it once written, before it is.
+func (p chargePlan) projected() loaded[billing.State] {
+	next := p.acct
+	if next.exists {
+		next.revision += uint64(p.charges)
+	} else {
+		next.revision, next.exists = uint64(p.charges-1), true
 	}
-	res, err := appendMulti(ctx, parts...)
-	if err != nil {
-		return nil, err
-	}
+	return next
+}
+
+// chargesWritten caches what a written plan (res, the store's results) made of the account and
+// the executions, and returns the items' results.
+func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
+	acct := plan.acct
 	acct.revision, acct.exists = res[0].NextRevision, true
-	h.cache.put(stream, acct)
+	h.cache.put(plan.stream, acct)
 	for i, it := range items {
-		if p := partOf[i]; p > 0 {
-			next := after[i]
+		if p := plan.partOf[i]; p > 0 {
+			next := plan.after[i]
 			next.revision = res[p].NextRevision
 			h.cache.put(ExecutionStream(it.ExecutionID), next)
-			results[i].Recorded, results[i].State = true, next.state
+			plan.results[i].Recorded, plan.results[i].State = true, next.state
 		}
 	}
-	return results, nil
+	return plan.results
 }
 
 // cachedAccount is the workspace's cached billing state when there is one, without a read: a
