@@ -166,17 +166,6 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 	return plan, encodeParts(ctx, plan.parts, charges)
 }
 
-// projected is the account as the plan leaves it once written, before it is.
-func (p chargePlan) projected() loaded[billing.State] {
-	next := p.acct
-	if next.exists {
-		next.revision += uint64(p.charges)
-	} else {
-		next.revision, next.exists = uint64(p.charges-1), true
-	}
-	return next
-}
-
 // chargesWritten caches what a written plan (res, the store's results) made of the account and
 // the executions, and returns the items' results.
 func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
