@@ -254,7 +254,9 @@ func billingEvents(t *testing.T, rng *rand.Rand, n int) []eventstore.RecordedEve
 		case r < 4:
 			e = billing.PlanRenewed{WorkspaceID: ws, Included: billing.FromWhole(10), Lapsed: billing.FromWhole(int64(rng.IntN(3))), At: at}
 		default:
-			e = billing.CreditsCharged{WorkspaceID: ws, Cause: fmt.Sprint("execution-", i), Amount: billing.FromWhole(1), FromCredit: billing.FromWhole(1), At: at}
+			// Charges take from usage, from credit or both, so usage runs on between renewals.
+			fromUsage := billing.FromWhole(int64(rng.IntN(2)))
+			e = billing.CreditsCharged{WorkspaceID: ws, Cause: fmt.Sprint("execution-", i), Amount: billing.FromWhole(2), FromUsage: fromUsage, FromCredit: billing.FromWhole(2) - fromUsage, At: at}
 		}
 		data, err := domain.Encode(e)
 		if err != nil {
