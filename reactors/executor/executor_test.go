@@ -74,7 +74,13 @@ func startExecutor(t *testing.T, env *testenv.Env, reg *modules.Registry, name s
 // process, on which submits are handed to it directly.
 func startInstance(t *testing.T, env *testenv.Env, reg *modules.Registry, opts executor.Config) (*commands.Handler, context.CancelFunc) {
 	t.Helper()
-	cmds := commands.New(env.Store, commands.WithModules(reg))
+	return startInstanceOn(t, env, env.Store, reg, opts)
+}
+
+// startInstanceOn is startInstance with the process's commands appending through store.
+func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg *modules.Registry, opts executor.Config) (*commands.Handler, context.CancelFunc) {
+	t.Helper()
+	cmds := commands.New(store, commands.WithModules(reg))
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -532,5 +538,78 @@ func TestWaitingCallSlowerThanItsWaitAnswersInTime(t *testing.T) {
 	}
 	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance %v, want 9: charged once", bal.Total())
+	}
+}
+
+// gatedStore holds its first AppendMulti until open is closed, having closed entered.
+type gatedStore struct {
+	eventstore.Store
+	once          sync.Once
+	entered, open chan struct{}
+}
+
+func (g *gatedStore) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.open
+	}
+	return g.Store.AppendMulti(ctx, appends...)
+}
+
+// Calls waiting for their workspace's charge batch do not hold run slots: with one slot per
+// workspace and the first batch held at the store, further calls still run at once, and
+// each is then written by one commit. (With slots held until the commit, the other calls'
+// runs waited for the first batch, or calls that do not wait took the two-commit path.)
+func TestCallsWaitingForTheirChargeLeaveSlotsFree(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	var runs atomic.Int32
+	count, err := modules.NewModule(modules.Definition{Name: "test.echo", CostMilli: 1000, Timeout: 5 * time.Second, Repeatable: true,
+		Run: func(ctx context.Context, call modules.Call) (json.RawMessage, error) {
+			runs.Add(1)
+			return call.Input, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedStore{Store: env.Store, entered: make(chan struct{}), open: make(chan struct{})}
+	// Concurrency 2 at the default share of 50% gives each workspace one slot.
+	cmds, _ := startInstanceOn(t, env, gate, registry(t, count), executor.Config{Worker: "a", Concurrency: 2})
+	const calls = 5
+	states := make([]execution.State, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	call := func(i int) {
+		defer wg.Done()
+		states[i], errs[i] = cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.echo",
+			Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
+	}
+	wg.Add(1)
+	go call(0)
+	select {
+	case <-gate.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first call's charge batch never reached the store")
+	}
+	for i := 1; i < calls; i++ {
+		wg.Add(1)
+		go call(i)
+	}
+	release := sync.OnceFunc(func() { close(gate.open) })
+	defer release() // a failed wait below must not leave the batch held
+	testenv.Eventually(t, 10*time.Second, "every call to run while the first call's charge batch is held", func() bool {
+		return runs.Load() == calls
+	})
+	release()
+	wg.Wait()
+	for i := range calls {
+		if errs[i] != nil || states[i].Status != execution.StatusCompleted {
+			t.Fatalf("call %d: %+v, %v", i, states[i].Record(), errs[i])
+		}
+		if ids := txIDsOf(t, env, ws, states[i].ID); len(ids) != 1 {
+			t.Fatalf("call %d was written by %d transactions, want 1", i, len(ids))
+		}
 	}
 }

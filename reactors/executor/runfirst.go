@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
@@ -56,8 +57,22 @@ func (e *Executor) runFirstWithin(ctx context.Context, st execution.State, creat
 	job := func() {
 		defer e.wg.Done()
 		e.metrics.queued.Dec()
-		after, ok := e.runFirst(ctx, runCtx, st, create)
-		done <- result{after, ok}
+		out, ok := e.runModuleFirst(ctx, runCtx, st)
+		if !ok {
+			done <- result{st, false}
+			return
+		}
+		// The slot bounds module runs, not waits: the call waits for its workspace's next
+		// charge batch outside it, so calls waiting to be recorded do not keep others from
+		// running (with the slot held to the commit, more concurrent callers than slots sent
+		// the rest the two-commit way, and throughput fell as load rose). The job still
+		// holds e.wg, so this Add never races a Wait that has reached zero.
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			after, ok := e.recordFirst(ctx, st, create, out)
+			done <- result{after, ok}
+		}()
 	}
 	if !start(st.WorkspaceID, job) {
 		e.metrics.queued.Dec()
@@ -80,15 +95,22 @@ func (e *Executor) runFirstWithin(ctx context.Context, st execution.State, creat
 	}
 }
 
-func (e *Executor) runFirst(ctx, runCtx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+// runModuleFirst runs the call's module; false when the caller is gone or the run failed.
+func (e *Executor) runModuleFirst(ctx, runCtx context.Context, st execution.State) (json.RawMessage, bool) {
 	if ctx.Err() != nil {
-		return st, false
+		return nil, false
 	}
 	// The submit validated the call in this process a moment ago (commands.SubmitExecution).
 	out, err := e.registry.RunValidated(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.NextAttempt(), ExecutionID: st.ID})
 	if err != nil {
-		return st, false
+		return nil, false
 	}
+	return out, true
+}
+
+// recordFirst writes the call's submit, its output out and its charge in the workspace's next
+// charge batch, and returns the state recorded.
+func (e *Executor) recordFirst(ctx context.Context, st execution.State, create []domain.Event, out json.RawMessage) (execution.State, bool) {
 	usage := billing.Credits(st.CostMilli)
 	// The completion goes into the append that creates the stream: no one else can have
 	// claimed it, so no claim is written (execution.DecideCompleteFirst).
