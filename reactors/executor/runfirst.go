@@ -31,10 +31,18 @@ func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []do
 // to the usual path, as RunFirst's is when its wait ends.
 const tryRunFirstBudget = time.Second
 
-// TryRunFirst implements commands.Runner: RunFirst for a call that does not wait, which runs only
-// in a slot free at once (it never queues behind other work) and within tryRunFirstBudget.
+// tryRunFirstSlotWait bounds how long TryRunFirst waits for a slot, about a charge batch. A
+// call refused at once whenever its workspace's slots were momentarily full went the usual
+// path, whose queued runs hold slots to their commit, so more calls were refused: under load
+// the service could fall into taking the two-commit path for a third of its calls.
+const tryRunFirstSlotWait = 25 * time.Millisecond
+
+// TryRunFirst implements commands.Runner: RunFirst for a call that does not wait, which runs in
+// a slot that is free or frees within tryRunFirstSlotWait, and within tryRunFirstBudget.
 func (e *Executor) TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
-	return e.runFirstWithin(ctx, st, create, tryRunFirstBudget, e.slots.tryStart)
+	return e.runFirstWithin(ctx, st, create, tryRunFirstBudget, func(ws string, job func()) bool {
+		return e.slots.startWithin(ws, job, tryRunFirstSlotWait)
+	})
 }
 
 // runFirstWithin runs the call in a slot that start gives it (start reports false when it

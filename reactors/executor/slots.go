@@ -1,6 +1,10 @@
 package executor
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // slots shares the executor's run slots between workspaces. Work waits in one queue per
 // workspace; a freed slot goes to the waiting workspace that holds the fewest slots (among
@@ -45,6 +49,37 @@ func (s *slots) tryStart(workspace string, job func()) bool {
 	}
 	s.startJobLocked(workspace, job)
 	return true
+}
+
+// startWithin runs job in a slot of workspace at once if tryStart can, or else queues it and
+// reports true once it starts within d. When d passes first it reports false, and job never
+// runs: its queued place is given up when reached.
+func (s *slots) startWithin(workspace string, job func(), d time.Duration) bool {
+	if s.tryStart(workspace, job) {
+		return true
+	}
+	const waiting, started, abandoned = 0, 1, 2
+	var state atomic.Int32
+	running := make(chan struct{})
+	s.submit(workspace, func() {
+		if !state.CompareAndSwap(waiting, started) {
+			return
+		}
+		close(running)
+		job()
+	})
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-running:
+		return true
+	case <-timer.C:
+		if state.CompareAndSwap(waiting, abandoned) {
+			return false
+		}
+		<-running // it started as the time ran out
+		return true
+	}
 }
 
 // startLocked starts queued work while slots are free and some waiting workspace is under

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -93,4 +94,43 @@ func TestSlotsTryStartNeverQueues(t *testing.T) {
 		t.Fatal("tryStart(c) started with every slot busy")
 	}
 	close(release)
+}
+
+// startWithin waits for a slot for at most its time: a job whose slot frees in time runs, one
+// whose time runs out first never does, even once its queued place comes up.
+func TestSlotsStartWithinWaitsItsTimeOnly(t *testing.T) {
+	s := newSlots(2, 1)
+	release := make(chan struct{})
+	if !s.startWithin("a", func() { <-release }, time.Minute) {
+		t.Fatal("startWithin did not start in a free slot")
+	}
+	// a holds its share: a second job of a can only wait.
+	var late atomic.Bool
+	if s.startWithin("a", func() { late.Store(true) }, time.Millisecond) {
+		t.Fatal("startWithin started beyond the workspace's share")
+	}
+	ran := make(chan struct{})
+	result := make(chan bool, 1)
+	go func() { result <- s.startWithin("a", func() { close(ran) }, time.Minute) }()
+	waitFor(t, "the second job to queue", func() bool { return s.queued() == 2 })
+	close(release)
+	if !<-result {
+		t.Fatal("startWithin gave up though its slot freed in time")
+	}
+	<-ran
+	waitFor(t, "the queue to drain", func() bool { return s.queued() == 0 })
+	if late.Load() {
+		t.Fatal("a job whose wait ran out ran when its place came up")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
