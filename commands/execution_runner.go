@@ -26,7 +26,7 @@ type Runner interface {
 	// still be recorded later, its append expects no stream and fails against that submit).
 	RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool)
 	// TryRunFirst is RunFirst for a call that does not wait: it runs the call only when it can
-	// start at once, and gives up after a short bound of its own. The caller answers with the
+	// start within a few milliseconds, and gives up after a short bound of its own. The caller answers with the
 	// submitted state either way, as a call without waitForMs is answered (SPEC.md 4.1).
 	TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
 }
