@@ -4,6 +4,7 @@
 package eventstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -190,6 +191,52 @@ type StreamAppend struct {
 	Stream   string
 	Expected ExpectedRevision
 	Events   []EventData
+	// Claims are taken in the same commit as the events, on a store that takes claims
+	// (ClaimStore); a store that does not refuses a part carrying any (ErrClaimsUnsupported).
+	Claims []Claim
+}
+
+// Claim is a use-once key that an append takes together with its events. The SDK keys a
+// signed request's claim by its signature, so that the request's effect and the proof that the
+// signature has been used commit together, or neither does (docs/executions.md, "Replays").
+type Claim struct {
+	// Key is opaque to the store (the SHA-256 of a request signature).
+	Key []byte
+	// Owner is who takes the key: taking it again under the same owner succeeds, so one
+	// request may claim its key on more than one path without refusing itself.
+	Owner []byte
+	// Until is when the claim lapses: after it, another owner may take the key.
+	Until time.Time
+}
+
+// ErrClaimed is matched with errors.Is; the concrete error is *ClaimedError.
+var ErrClaimed = errors.New("key claimed by another owner")
+
+// ErrClaimsUnsupported is returned for an append carrying claims to a store that takes none.
+var ErrClaimsUnsupported = errors.New("event store takes no claims")
+
+// ClaimedError refuses a whole AppendMulti: some part's claim key is held, until it lapses, by
+// another owner than the part's. Nothing was written.
+type ClaimedError struct {
+	Key, Holder []byte
+}
+
+func (e *ClaimedError) Error() string {
+	return fmt.Sprintf("eventstore: key %x: %v", e.Key, ErrClaimed)
+}
+
+func (e *ClaimedError) Unwrap() error { return ErrClaimed }
+
+// Refuses reports whether e refuses the claim c: c is for the held key under another owner.
+func (e *ClaimedError) Refuses(c Claim) bool {
+	return bytes.Equal(c.Key, e.Key) && !bytes.Equal(c.Owner, e.Holder)
+}
+
+// ClaimStore is a Store whose AppendMulti (and its turns') takes StreamAppend.Claims.
+type ClaimStore interface {
+	Store
+	// TakesClaims reports true; it marks the capability.
+	TakesClaims() bool
 }
 
 // Filter selects events of a subscription or log read. The zero Filter selects every event.

@@ -17,6 +17,11 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 		if err := validateAppend(a.Stream, a.Events); err != nil {
 			return nil, err
 		}
+		if len(a.Claims) > 0 {
+			// The server has nowhere to keep a claim in the same commit; callers claim first
+			// (eventstore.ClaimStore, which this store is not).
+			return nil, fmt.Errorf("kurrent: append multi to %s: %w", a.Stream, eventstore.ErrClaimsUnsupported)
+		}
 	}
 	res := make([]eventstore.AppendResult, 0, len(appends))
 	for i, a := range appends {

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,11 +26,58 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	if err != nil || len(parts) == 0 {
 		return []eventstore.AppendResult{}, err
 	}
+	claims := collectClaims(appends)
 	defer s.appended()
-	if res, ok, err := s.multiFast(ctx, s.pool, parts, false); ok || err != nil {
+	if res, ok, err := s.multiFast(ctx, s.pool, parts, claims, false); ok || err != nil {
 		return res, err
 	}
-	return s.multiSlowRetried(ctx, parts)
+	return s.multiSlowRetried(ctx, parts, claims)
+}
+
+// TakesClaims implements eventstore.ClaimStore.
+func (s *Store) TakesClaims() bool { return true }
+
+// claimSet is the claims of a multi-append, as eventstore_claim's arguments.
+type claimSet struct {
+	keys, owners [][]byte
+	untils       []time.Time
+}
+
+func collectClaims(appends []eventstore.StreamAppend) claimSet {
+	var c claimSet
+	for _, a := range appends {
+		for _, cl := range a.Claims {
+			c.keys, c.owners, c.untils = append(c.keys, cl.Key), append(c.owners, cl.Owner), append(c.untils, cl.Until)
+		}
+	}
+	return c
+}
+
+func (c claimSet) empty() bool { return len(c.keys) == 0 }
+
+// claimSQL takes a multi-append's claims in its transaction (eventstore_claim in schema.go).
+const claimSQL = `SELECT eventstore_claim($1::bytea[], $2::bytea[], $3::timestamptz[], $4::timestamptz)`
+
+func (c claimSet) queue(b *pgx.Batch) {
+	if !c.empty() {
+		b.Queue(claimSQL, c.keys, c.owners, c.untils, time.Now())
+	}
+}
+
+// claimedError turns eventstore_claim's SW006 into an *eventstore.ClaimedError; ok is false
+// for any other error.
+func claimedError(err error) (*eventstore.ClaimedError, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != codeClaimed {
+		return nil, false
+	}
+	key, holder, _ := strings.Cut(pgErr.Detail, ":")
+	k, kerr := hex.DecodeString(key)
+	h, herr := hex.DecodeString(holder)
+	if kerr != nil || herr != nil {
+		return nil, false
+	}
+	return &eventstore.ClaimedError{Key: k, Holder: h}, true
 }
 
 // encodeParts encodes every part of a multi-append.
@@ -45,9 +95,9 @@ func encodeParts(appends []eventstore.StreamAppend) ([]encoded, error) {
 
 // multiSlowRetried runs multiSlow until it succeeds, fails for good or has been retried
 // maxAppendRetries times.
-func (s *Store) multiSlowRetried(ctx context.Context, parts []encoded) ([]eventstore.AppendResult, error) {
+func (s *Store) multiSlowRetried(ctx context.Context, parts []encoded, claims claimSet) ([]eventstore.AppendResult, error) {
 	for attempt := 1; ; attempt++ {
-		res, retry, err := s.multiSlow(ctx, parts)
+		res, retry, err := s.multiSlow(ctx, parts, claims)
 		if err == nil {
 			return res, nil
 		}
@@ -71,7 +121,7 @@ type batchSender interface {
 // implicit transaction; with commit, it ends the transaction the caller began on via, and a
 // failed batch leaves that transaction for the caller to roll back. ok is false when some part
 // was declined (nothing is then written) and the slow path must decide.
-func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, commit bool) ([]eventstore.AppendResult, bool, error) {
+func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, claims claimSet, commit bool) ([]eventstore.AppendResult, bool, error) {
 	stmts := make([]fastStatement, len(parts))
 	events := 0
 	for i, e := range parts {
@@ -91,12 +141,16 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	for _, i := range plan.rest {
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}
+	claims.queue(b)
 	b.Queue(expectWrittenSQL, int64(events))
 	if commit {
 		b.Queue(`COMMIT`)
 	}
 	br := via.SendBatch(ctx, b)
 	err := readGroup(br, parts, plan, res, written)
+	if err == nil && !claims.empty() {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		_, err = br.Exec()
 	}
@@ -113,6 +167,11 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 		return res, true, nil
 	case multiDeclined(err):
 		return nil, false, nil
+	}
+	if ce, ok := claimedError(err); ok {
+		return nil, false, ce
+	}
+	switch {
 	default:
 		return nil, false, fmt.Errorf("eventstore/postgres: append multi: %w", err)
 	}
@@ -130,14 +189,28 @@ func multiDeclined(err error) bool {
 
 // multiSlow runs every part through eventstore_append in one transaction; the first failing
 // part rolls it back and names the error.
-func (s *Store) multiSlow(ctx context.Context, parts []encoded) (_ []eventstore.AppendResult, retry bool, _ error) {
+func (s *Store) multiSlow(ctx context.Context, parts []encoded, claims claimSet) (_ []eventstore.AppendResult, retry bool, _ error) {
 	res := make([]eventstore.AppendResult, len(parts))
-	_, err := s.multiTx(ctx, len(parts), func(b *pgx.Batch) {
+	n := len(parts)
+	if !claims.empty() {
+		n++
+	}
+	_, err := s.multiTx(ctx, n, func(b *pgx.Batch) {
 		for _, e := range parts {
 			kind, rev := encodeExpected(e.expected)
 			b.Queue(appendSQL, e.stream, kind, rev, e.ids, e.types, e.data, e.meta)
 		}
+		claims.queue(b)
 	}, func(i int, row pgx.Row) (bool, error) {
+		if i == len(parts) { // the claims, after every part has been written
+			if err := row.Scan(nil); err != nil {
+				if ce, ok := claimedError(err); ok {
+					return false, ce
+				}
+				return false, fmt.Errorf("eventstore/postgres: append multi: claims: %w", err)
+			}
+			return true, nil
+		}
 		r, err := scanSlow(row)
 		if err != nil {
 			retry, err = appendError(parts[i], err)

@@ -40,6 +40,10 @@ const (
 // path was declined; the transaction rolls back and the slow path decides.
 const codeMultiDeclined = "SW005"
 
+// codeClaimed: eventstore_claim found a key held by another owner; DETAIL is the key and the
+// holder, in hex, separated by a colon.
+const codeClaimed = "SW006"
+
 // codeNoAppendLock: eventstore_append was called in a transaction that already had an id
 // without holding the append lock; its events could be hidden from subscribers for ever.
 const codeNoAppendLock = "SW004"
@@ -253,10 +257,68 @@ END
 $fn$;
 `
 
+// claimsSQL is the claims' part of the schema, which MigrateClaims also runs on its own. The
+// table is UNLOGGED: a claim is worthless minutes after it is taken (it guards a signature
+// within its timestamp's skew window), and a crash, which empties the table, can only re-admit
+// requests whose timestamps are about to leave that window anyway. eventstore_claim takes the
+// keys in key order, so two transactions taking some of the same keys never deadlock; a key
+// held by another owner and not yet lapsed raises SW006, which rolls back the whole
+// transaction it is in, events and all.
+const claimsSQL = `
+CREATE UNLOGGED TABLE IF NOT EXISTS eventstore_claims (
+    key        bytea PRIMARY KEY,
+    owner      bytea NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS eventstore_claims_expires_at ON eventstore_claims (expires_at);
+
+CREATE OR REPLACE FUNCTION eventstore_claim(p_keys bytea[], p_owners bytea[], p_untils timestamptz[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_key bytea;
+    v_holder bytea;
+BEGIN
+    WITH wanted AS (
+        SELECT DISTINCT ON (k) k, o, u FROM unnest(p_keys, p_owners, p_untils) AS t(k, o, u) ORDER BY k
+    ), taken AS (
+        INSERT INTO eventstore_claims AS c (key, owner, expires_at)
+        SELECT k, o, u FROM wanted ORDER BY k
+        ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+            WHERE c.expires_at < p_now OR c.owner = EXCLUDED.owner
+        RETURNING c.key, c.owner
+    )
+    SELECT t.k, coalesce(tk.owner, (SELECT c.owner FROM eventstore_claims c WHERE c.key = t.k))
+    INTO v_key, v_holder
+    FROM unnest(p_keys, p_owners) AS t(k, o) LEFT JOIN taken tk ON tk.key = t.k
+    WHERE tk.key IS NULL OR tk.owner <> t.o
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'eventstore: a key is claimed by another owner'
+            USING ERRCODE = 'SW006', DETAIL = encode(v_key, 'hex') || ':' || encode(coalesce(v_holder, ''::bytea), 'hex');
+    END IF;
+END
+$fn$;
+`
+
+// MigrateClaims creates the claims table and function alone, for a replay guard on a database
+// whose event log is elsewhere (KurrentDB). Migrate creates them too.
+func MigrateClaims(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrate(ctx, pool, claimsSQL)
+}
+
+// ClaimsTable is the claims' table, which a replay guard on the same database shares, so that
+// a signature taken on either path is taken for both.
+const ClaimsTable = "eventstore_claims"
+
 // Migrate creates or updates the event store schema. It is idempotent and safe to run from
 // several processes at once: a transaction-scoped advisory lock lets one migrator work at a
 // time, and the lock is released with the transaction even if the process dies.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrate(ctx, pool, schemaSQL+claimsSQL)
+}
+
+// migrate runs script under the migration lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, script string) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("eventstore/postgres: migrate: begin: %w", err)
@@ -266,7 +328,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("eventstore/postgres: migrate: lock: %w", err)
 	}
 	// The simple protocol runs the multi-statement script in one round trip.
-	if _, err := tx.Exec(ctx, schemaSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := tx.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return fmt.Errorf("eventstore/postgres: migrate: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

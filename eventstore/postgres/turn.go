@@ -112,8 +112,9 @@ func (t *turn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppe
 		t.End()
 		return []eventstore.AppendResult{}, err
 	}
+	claims := collectClaims(appends)
 	defer t.s.appended()
-	res, ok, err := t.s.multiFast(ctx, t.conn, parts, true)
+	res, ok, err := t.s.multiFast(ctx, t.conn, parts, claims, true)
 	if ok {
 		t.end(false)
 		return res, nil
@@ -122,7 +123,7 @@ func (t *turn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppe
 	if err != nil {
 		return nil, err
 	}
-	return t.s.multiSlowRetried(ctx, parts)
+	return t.s.multiSlowRetried(ctx, parts, claims)
 }
 
 // End rolls the turn's transaction back, which releases the lock.

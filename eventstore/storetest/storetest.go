@@ -66,6 +66,7 @@ func RunWithOptions(t *testing.T, factory Factory, opts Options) {
 		t.Run("RoundTrip", s.testRoundTrip)
 	})
 	t.Run("AppendMulti", s.testAppendMulti)
+	t.Run("Claims", s.testClaims)
 	t.Run("ConcurrentAppendsOwnResults", s.testConcurrentAppendsOwnResults)
 	t.Run("Idempotency", s.testIdempotency)
 	t.Run("ReadStream", s.testReadStream)
