@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/eventstore/postgres"
 )
 
 // Concurrent Seen calls share one statement: one round trip and one transaction for every
@@ -23,12 +25,14 @@ const batchTimeout = 10 * time.Second
 // batchMax caps the signatures of one statement.
 const batchMax = 512
 
-// claimSQL inserts the batch's signatures and returns those it claimed: new ones, and expired
-// rows taken over. The rest are held by a live row: replays.
-const claimSQL = `INSERT INTO sdk_signatures (sig, expires_at)
-	SELECT s, e FROM unnest($1::bytea[], $2::timestamptz[]) AS t(s, e)
-	ON CONFLICT (sig) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE sdk_signatures.expires_at < $3
-	RETURNING sig`
+// claimSQL inserts the batch's signatures and returns those it claimed: new ones, expired rows
+// taken over, and rows their owner holds already. The rest are held by a live row of another
+// owner: replays.
+const claimSQL = `INSERT INTO ` + postgres.ClaimsTable + ` AS c (key, owner, expires_at)
+	SELECT k, o, e FROM unnest($1::bytea[], $2::bytea[], $3::timestamptz[]) AS t(k, o, e)
+	ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+		WHERE c.expires_at < $4 OR c.owner = EXCLUDED.owner
+	RETURNING key`
 
 type batcher struct {
 	pool *pgxpool.Pool
@@ -44,6 +48,7 @@ type batcher struct {
 type seenReq struct {
 	ctx   context.Context
 	sum   [32]byte
+	owner []byte
 	until time.Time
 	now   time.Time
 	seen  bool
@@ -52,8 +57,8 @@ type seenReq struct {
 }
 
 // seen claims sum in the next shared statement and reports whether a live row already held it.
-func (b *batcher) seen(ctx context.Context, sum [32]byte, until, now time.Time) (bool, error) {
-	r := &seenReq{ctx: ctx, sum: sum, until: until, now: now, done: make(chan struct{})}
+func (b *batcher) seen(ctx context.Context, sum [32]byte, owner []byte, until, now time.Time) (bool, error) {
+	r := &seenReq{ctx: ctx, sum: sum, owner: owner, until: until, now: now, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
 	var batch []*seenReq
@@ -109,16 +114,22 @@ func (b *batcher) run(batch []*seenReq) {
 	}()
 	slices.SortStableFunc(batch, func(x, y *seenReq) int { return bytes.Compare(x.sum[:], y.sum[:]) })
 	sums := make([][]byte, 0, len(batch))
+	owners := make([][]byte, 0, len(batch))
 	untils := make([]time.Time, 0, len(batch))
 	first := make(map[[32]byte]*seenReq, len(batch))
+	var again []*seenReq // the same signature under the same owner: answered as its first
 	now := batch[0].now
 	for _, r := range batch {
-		if _, dup := first[r.sum]; dup {
-			r.seen = true
+		if f, dup := first[r.sum]; dup {
+			if bytes.Equal(f.owner, r.owner) {
+				again = append(again, r)
+			} else {
+				r.seen = true
+			}
 			continue
 		}
 		first[r.sum] = r
-		sums, untils = append(sums, r.sum[:]), append(untils, r.until)
+		sums, owners, untils = append(sums, r.sum[:]), append(owners, r.owner), append(untils, r.until)
 		if r.now.After(now) {
 			now = r.now
 		}
@@ -129,15 +140,18 @@ func (b *batcher) run(batch []*seenReq) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 		defer cancel()
 	}
-	claimed, err := b.claim(ctx, sums, untils, now)
+	claimed, err := b.claim(ctx, sums, owners, untils, now)
 	for sum, r := range first {
 		r.seen, r.err = !claimed[sum], err
 	}
+	for _, r := range again {
+		r.seen, r.err = first[r.sum].seen, err
+	}
 }
 
-func (b *batcher) claim(ctx context.Context, sums [][]byte, untils []time.Time, now time.Time) (map[[32]byte]bool, error) {
+func (b *batcher) claim(ctx context.Context, sums, owners [][]byte, untils []time.Time, now time.Time) (map[[32]byte]bool, error) {
 	b.statements.Add(1)
-	rows, err := b.pool.Query(ctx, claimSQL, sums, untils, now)
+	rows, err := b.pool.Query(ctx, claimSQL, sums, owners, untils, now)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,16 @@
 // Package replay remembers accepted SDK request signatures in PostgreSQL, so that a signed
 // request accepted by one serve process is refused as a replay by every other one. It implements
-// httpapi.ReplayGuard; it is no projection (nothing in it comes from the event log) and its rows
-// are worthless after a few minutes, so the table is UNLOGGED: a crash empties it, which can only
-// re-admit requests whose timestamps are about to leave the skew window anyway.
+// httpapi.ReplayGuard; it is no projection (nothing in it comes from the event log). It keeps
+// the SHA-256 of each signature as a claim in the Postgres event store's claims table
+// (eventstore/postgres.ClaimsTable), which a submit may also take in the commit that records it:
+// a signature taken on either path is taken for both. Its rows are worthless after a few
+// minutes, so the table is UNLOGGED: a crash empties it, which can only re-admit requests whose
+// timestamps are about to leave the skew window anyway.
 package replay
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"sync/atomic"
@@ -14,18 +18,25 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sirupsen/logrus"
+
+	"github.com/switchyard/switchyard/eventstore/postgres"
 )
 
-// Migrate creates the signature table (idempotent).
+// Migrate creates the claims table (idempotent) and moves in the signatures of the table that
+// held them before it, so that an upgrade re-admits none of them.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `
-	CREATE UNLOGGED TABLE IF NOT EXISTS sdk_signatures (
-		sig        bytea PRIMARY KEY,
-		expires_at timestamptz NOT NULL
-	);
-	CREATE INDEX IF NOT EXISTS sdk_signatures_expires_at ON sdk_signatures (expires_at);`)
+	if err := postgres.MigrateClaims(ctx, pool); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	_, err := pool.Exec(ctx, `DO $$ BEGIN
+	IF to_regclass('sdk_signatures') IS NOT NULL THEN
+		INSERT INTO `+postgres.ClaimsTable+` (key, owner, expires_at)
+			SELECT sig, ''::bytea, expires_at FROM sdk_signatures ON CONFLICT (key) DO NOTHING;
+		DROP TABLE sdk_signatures;
+	END IF;
+	END $$`)
 	if err != nil {
-		return fmt.Errorf("migrate sdk_signatures: %w", err)
+		return fmt.Errorf("replay: move sdk_signatures into %s: %w", postgres.ClaimsTable, err)
 	}
 	return nil
 }
@@ -100,8 +111,18 @@ func New(pool *pgxpool.Pool, cfg Config) *Postgres {
 // it; an expired row not purged yet is taken over, as if it had been deleted. Only the SHA-256
 // of the signature is stored. Concurrent calls share one statement (batch.go).
 func (g *Postgres) Seen(ctx context.Context, sig []byte, until time.Time) (bool, error) {
+	var owner [16]byte
+	if _, err := rand.Read(owner[:]); err != nil {
+		return false, fmt.Errorf("replay guard: %w", err)
+	}
+	return g.Take(ctx, sig, owner[:], until)
+}
+
+// Take implements httpapi.OwnedReplayGuard: Seen under owner, which may take the signature
+// again (its submit may have taken it already, in the commit that recorded it).
+func (g *Postgres) Take(ctx context.Context, sig, owner []byte, until time.Time) (bool, error) {
 	now := g.opts.Now()
-	seen, err := g.batches.seen(ctx, sha256.Sum256(sig), until, now)
+	seen, err := g.batches.seen(ctx, sha256.Sum256(sig), owner, until, now)
 	if err != nil {
 		return false, fmt.Errorf("replay guard: %w", err)
 	}
@@ -130,10 +151,10 @@ func (g *Postgres) maybePurge(ctx context.Context, now time.Time) {
 func (g *Postgres) Purge(ctx context.Context) (int64, error) { return g.purge(ctx, g.opts.Now()) }
 
 func (g *Postgres) purge(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := g.pool.Exec(ctx, `DELETE FROM sdk_signatures WHERE sig IN (
-		SELECT sig FROM sdk_signatures WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, g.opts.PurgeBatch)
+	tag, err := g.pool.Exec(ctx, `DELETE FROM `+postgres.ClaimsTable+` WHERE key IN (
+		SELECT key FROM `+postgres.ClaimsTable+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, g.opts.PurgeBatch)
 	if err != nil {
-		return 0, fmt.Errorf("purge sdk_signatures: %w", err)
+		return 0, fmt.Errorf("purge %s: %w", postgres.ClaimsTable, err)
 	}
 	return tag.RowsAffected(), nil
 }

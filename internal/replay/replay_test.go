@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/replay"
 	"github.com/switchyard/switchyard/internal/testdb"
 )
@@ -69,11 +73,11 @@ func TestSharedAcrossGuards(t *testing.T) {
 	// Only the hash is stored.
 	var stored []byte
 	sum := sha256.Sum256(sig)
-	if err := pool.QueryRow(ctx, `SELECT sig FROM sdk_signatures WHERE sig = $1`, sum[:]).Scan(&stored); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT key FROM eventstore_claims WHERE key = $1`, sum[:]).Scan(&stored); err != nil {
 		t.Fatalf("hash of the signature not stored: %v", err)
 	}
 	var raw int
-	pool.QueryRow(ctx, `SELECT count(*) FROM sdk_signatures WHERE sig = $1`, sig).Scan(&raw)
+	pool.QueryRow(ctx, `SELECT count(*) FROM eventstore_claims WHERE key = $1`, sig).Scan(&raw)
 	if raw != 0 {
 		t.Fatal("the raw signature is stored")
 	}
@@ -112,10 +116,80 @@ func TestExpiredRowTakenOverBeforePurge(t *testing.T) {
 		t.Fatalf("stale row blocked a new use: seen=%v err=%v", seen, err)
 	}
 	var left int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM sdk_signatures`).Scan(&left); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM eventstore_claims`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 1 {
 		t.Fatalf("%d rows after the due purge, want 1 (the renewed s0)", left)
+	}
+}
+
+// TestTakeUnderOwner: a signature taken under an owner may be taken again by that owner (a
+// submit that claimed it in its commit, then settles it), never by anyone else, and is seen by
+// Seen; and a signature a multi-append took in its commit is taken for the guard too.
+func TestTakeUnderOwner(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := replay.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	g := replay.New(pool, replay.Config{})
+	until := time.Now().Add(5 * time.Minute)
+	sig, alice, bob := []byte("signature-owned"), []byte("alice"), []byte("bob")
+	for i := range 2 {
+		if seen, err := g.Take(ctx, sig, alice, until); err != nil || seen {
+			t.Fatalf("take %d under its owner: seen=%v err=%v", i+1, seen, err)
+		}
+	}
+	if seen, err := g.Take(ctx, sig, bob, until); err != nil || !seen {
+		t.Fatalf("take under another owner: seen=%v err=%v, want seen", seen, err)
+	}
+	if seen, err := g.Seen(ctx, sig, until); err != nil || !seen {
+		t.Fatalf("Seen after Take: seen=%v err=%v, want seen", seen, err)
+	}
+
+	store, err := postgres.New(ctx, pool, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	committed := []byte("signature-committed")
+	sum := sha256.Sum256(committed)
+	_, err = store.AppendMulti(ctx, eventstore.StreamAppend{Stream: "claimed-" + uuid.NewString(), Expected: eventstore.NoStream(),
+		Events: []eventstore.EventData{{ID: uuid.New(), Type: "Done", Data: []byte(`{}`)}},
+		Claims: []eventstore.Claim{{Key: sum[:], Owner: alice, Until: until}}})
+	if err != nil {
+		t.Fatalf("append taking the signature: %v", err)
+	}
+	if seen, err := g.Take(ctx, committed, alice, until); err != nil || seen {
+		t.Fatalf("take what its owner's commit took: seen=%v err=%v", seen, err)
+	}
+	if seen, err := g.Seen(ctx, committed, until); err != nil || !seen {
+		t.Fatalf("Seen of what a commit took: seen=%v err=%v, want seen", seen, err)
+	}
+}
+
+// TestMigrateMovesOldSignatures: signatures remembered before the claims table are still
+// refused after the upgrade.
+func TestMigrateMovesOldSignatures(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	sig := []byte("signature-before-upgrade")
+	sum := sha256.Sum256(sig)
+	until := time.Now().Add(5 * time.Minute)
+	if _, err := pool.Exec(ctx, `CREATE UNLOGGED TABLE sdk_signatures (sig bytea PRIMARY KEY, expires_at timestamptz NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO sdk_signatures VALUES ($1, $2)`, sum[:], until); err != nil {
+		t.Fatal(err)
+	}
+	if err := replay.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err := replay.New(pool, replay.Config{}).Seen(ctx, sig, until); err != nil || !seen {
+		t.Fatalf("a signature used before the upgrade: seen=%v err=%v, want seen", seen, err)
 	}
 }
