@@ -35,6 +35,10 @@ type ChargedFinish struct {
 	// CreateMeta is the metadata of the request that made Create; the batch's other events
 	// carry the context's.
 	CreateMeta Metadata
+	// Claim, when set with Create, is the signature claim of the request that made Create,
+	// taken in the batch's commit on a store that takes claims. An item whose claim another
+	// request holds is left out and answered ErrReplayed; the rest of the batch is written.
+	Claim *RequestClaim
 }
 
 // FinishResult is the fate of one ChargedFinish.
@@ -56,6 +60,51 @@ type FinishResult struct {
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+	results := make([]FinishResult, len(items))
+	live := make([]int, len(items)) // the items still in the batch
+	for i := range items {
+		live[i] = i
+	}
+	for {
+		batch := make([]ChargedFinish, len(live))
+		for j, i := range live {
+			batch[j] = items[i]
+		}
+		res, err := h.chargeAndFinishRetried(ctx, workspaceID, batch)
+		var ce *eventstore.ClaimedError
+		if !errors.As(err, &ce) {
+			if err != nil {
+				return nil, err
+			}
+			for j, i := range live {
+				results[i] = res[j]
+				if res[j].Recorded {
+					items[i].Claim.committed()
+				}
+			}
+			return results, nil
+		}
+		// A replay's claim refused the whole commit: answer it and write the others.
+		rest := live[:0:0]
+		for _, i := range live {
+			if items[i].Claim.refusedBy(ce) {
+				results[i].Err = ErrReplayed
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		if len(rest) == len(live) {
+			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+		}
+		if live = rest; len(live) == 0 {
+			return results, nil
+		}
+	}
+}
+
+// chargeAndFinishRetried is ChargeAndFinish for a batch that takes no claim another request
+// holds.
+func (h *Handler) chargeAndFinishRetried(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
 	for attempt := 0; ; attempt++ {
 		results, err := h.chargeAndFinish(ctx, workspaceID, items, readOn)
@@ -138,6 +187,10 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 	plan.parts = []eventstore.StreamAppend{{Stream: plan.stream, Expected: acct.expected()}}
 	var charges []domain.Event
 	for i, it := range items {
+		if len(it.Create) > 0 && it.Claim.replayed() {
+			plan.results[i].Err = ErrReplayed // its caller has answered 401: never create it
+			continue
+		}
 		evs, err := billing.DecideCharge(acct.state, workspaceID, it.Charge.Cause, it.Charge.Amount, h.now())
 		if err != nil {
 			plan.results[i].Err = err
@@ -146,6 +199,9 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 		part, next, ok, err := h.finishPart(ctx, it)
 		if err != nil {
 			return chargePlan{}, err
+		}
+		if c, carry := it.Claim.carried(); ok && carry && len(it.Create) > 0 && h.takesClaims() {
+			part.Claims = []eventstore.Claim{c}
 		}
 		if !ok && len(it.Create) > 0 {
 			plan.results[i].Err = errNotCreated // no charge for an execution that would not exist

@@ -63,7 +63,15 @@ type CallbackRequest struct {
 // the cache window covers reuses the first call's output for free; otherwise the workspace's
 // spendable balance must cover the module's cost (ErrInsufficientCredits). A refused submit
 // appends nothing: every check runs before the first append.
-func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execution.State, error) {
+func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ execution.State, err error) {
+	claim := RequestClaimFrom(ctx)
+	defer func() {
+		if err != nil && !errors.Is(err, ErrReplayed) {
+			// Nothing was recorded, but the signature is used all the same: a replay must not
+			// find the refused call accepted later (credits topped up meanwhile, say).
+			claim.Settle(context.WithoutCancel(ctx)) //nolint:errcheck // the call's own error is the answer
+		}
+	}()
 	start := time.Now()
 	sub, err := h.prepareSubmit(c)
 	if err != nil {
@@ -87,7 +95,14 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 	if err != nil {
 		return execution.State{}, err
 	}
-	// Every check has passed: from here on, only appends.
+	// Every check has passed: from here on, only appends. The request's signature is taken
+	// before the first of them, or, for a call run first, in its one commit.
+	runner := h.localRunner()
+	if runner == nil || !h.runsFirst(c, sub, window) || !h.takesClaims() {
+		if err := claim.Settle(ctx); err != nil {
+			return execution.State{}, fmt.Errorf("submit execution: %w", err)
+		}
+	}
 	if c.IdempotencyKey != "" {
 		bound, err := h.bindIdempotencyKey(ctx, c, id)
 		if err != nil {
@@ -106,7 +121,6 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 		}
 	}
 	sub.ExecutionID, sub.CachedFrom = id, leader
-	runner := h.localRunner()
 	var tried execution.State // the submitted state of a call run first that gave up
 	if runner != nil {
 		sub.Runner = runner.Worker()
@@ -115,6 +129,11 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 			return st, nil
 		}
 		tried = st
+		// The run may still be recorded, its commit taking the signature under this
+		// request's owner; taking it here first refuses that commit instead.
+		if err := claim.Settle(ctx); err != nil {
+			return execution.State{}, fmt.Errorf("submit execution: %w", err)
+		}
 	}
 	st, created, err := h.appendSubmit(ctx, sub)
 	if err == nil && !created && c.WaitFor <= 0 && tried.Exists {
@@ -136,10 +155,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (execu
 // elsewhere. When the runner does not record the call, the submitted state it was given is
 // returned with false (zero when the call was not handed over).
 func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
-	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
-		return execution.State{}, false
-	}
-	if m, ok := h.modules.Get(c.Module); !ok || !modules.IsRepeatable(m) {
+	if !h.runsFirst(c, sub, window) {
 		return execution.State{}, false
 	}
 	events, err := execution.DecideSubmit(execution.State{}, sub, h.now())
@@ -158,6 +174,15 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 	}
 	_, ok := runner.TryRunFirst(ctx, st, events)
 	return st, ok
+}
+
+// runsFirst reports whether the call may be run before its submit is appended (runFirst).
+func (h *Handler) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
+	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
+		return false
+	}
+	m, ok := h.modules.Get(c.Module)
+	return ok && modules.IsRepeatable(m)
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A

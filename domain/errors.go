@@ -13,6 +13,8 @@ var (
 	ErrInsufficientCredits = errors.New("insufficient credits")
 	ErrForbidden           = errors.New("forbidden")
 	ErrInvalid             = errors.New("invalid")
+	// ErrReplayed is a signed request whose signature another request has used: a replay.
+	ErrReplayed = errors.New("request signature used before")
 	// ErrUnavailable is a dependency (the database) that cannot be reached for now: retry later.
 	ErrUnavailable = errors.New("temporarily unavailable")
 )

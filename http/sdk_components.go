@@ -38,7 +38,7 @@ type SDKComponents struct {
 
 // Mount adds the routes to the /v1 router.
 func (s *SDKComponents) Mount(v1 *mux.Router) {
-	v1.Handle("/sdk/components", s.Auth.Route(submitCost, http.HandlerFunc(s.submit), UnscopedOnly)).Methods(http.MethodPost)
+	v1.Handle("/sdk/components", s.Auth.Route(submitCost, http.HandlerFunc(s.submit), UnscopedOnly, ClaimInCommit)).Methods(http.MethodPost)
 	v1.Handle("/sdk/components/executions/{executionId}", s.Auth.Route(1, http.HandlerFunc(s.get), ForExecution)).Methods(http.MethodGet)
 	v1.Handle("/sdk/modules", s.Auth.Route(1, http.HandlerFunc(s.listModules))).Methods(http.MethodGet)
 	v1.Handle("/sdk/components/executions/{executionId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), ForExecution, Stream)).Methods(http.MethodGet)

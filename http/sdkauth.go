@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -21,8 +22,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/apikey"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/apikeys"
 )
 
@@ -141,6 +144,16 @@ type ReplayGuard interface {
 	Seen(ctx context.Context, signature []byte, until time.Time) (bool, error)
 }
 
+// OwnedReplayGuard is a ReplayGuard that also takes a signature under an owner, who may take it
+// again, and keeps it where the event store's commits take claims too (internal/replay on the
+// Postgres event store). With one, a ClaimInCommit route leaves the signature for its command
+// to take in the commit that records the request (commands.RequestClaim).
+type OwnedReplayGuard interface {
+	ReplayGuard
+	// Take is Seen under owner: true when another owner holds the signature.
+	Take(ctx context.Context, signature, owner []byte, until time.Time) (bool, error)
+}
+
 // SDKAuthConfig configures SDKAuth. Zero values take the defaults noted.
 type SDKAuthConfig struct {
 	// Lookup finds keys; required.
@@ -148,6 +161,11 @@ type SDKAuthConfig struct {
 	// Replay remembers accepted signatures. Nil: an in-memory guard on the Now clock, which only
 	// sees this process's requests; several serve processes need a shared guard (internal/replay).
 	Replay ReplayGuard
+	// ClaimsInCommits lets ClaimInCommit routes leave their signature to the commit that records
+	// the request; it needs an OwnedReplayGuard whose claims the event store's commits share
+	// (the Postgres event store with internal/replay on its database). False: every route claims
+	// its signature before its handler runs.
+	ClaimsInCommits bool
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Skew is how far X-Sdk-Timestamp may be from Now either way (300 s).
@@ -176,7 +194,10 @@ type SDKAuthConfig struct {
 
 // SDKAuth authenticates and rate-limits SDK requests (SPEC.md 5, 7, 8).
 type SDKAuth struct {
-	opts    SDKAuthConfig
+	opts SDKAuthConfig
+	// local remembers the signatures of ClaimInCommit routes seen by this process, so that a
+	// replay sent here is refused before it spends its key's tokens or runs anything.
+	local   *memoryReplayGuard
 	cache   *keyCache
 	flight  singleflight.Group
 	limiter *limiter
@@ -255,6 +276,7 @@ func NewSDKAuth(opts SDKAuthConfig) *SDKAuth {
 	}
 	return &SDKAuth{
 		opts:    opts,
+		local:   newMemoryReplayGuard(opts.Now),
 		cache:   &keyCache{ttl: opts.CacheTTL, max: maxCachedKeys, entries: map[string]cachedKey{}},
 		limiter: newLimiter(opts.RatePerSecond, opts.Burst, maxLimitedKeys),
 		streams: &streamSlots{max: opts.MaxStreamsPerKey, open: map[string]int{}},
@@ -268,9 +290,15 @@ func NewSDKAuth(opts SDKAuthConfig) *SDKAuth {
 type RouteOption func(*routeSpec)
 
 type routeSpec struct {
-	access keyAccess
-	stream bool
+	access        keyAccess
+	stream        bool
+	claimInCommit bool
 }
+
+// ClaimInCommit marks a route whose command takes the request's signature in the commit that
+// records it, or before its first commit (commands.RequestClaim): the middleware then makes no
+// round trip of its own for it (SDKAuthConfig.ClaimsInCommits).
+func ClaimInCommit(s *routeSpec) { s.claimInCommit = true }
 
 // Stream marks an SSE route: while it is open it holds one of its key's stream slots
 // (SDKAuthConfig.MaxStreamsPerKey).
@@ -319,7 +347,8 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 			WriteError(w, http.StatusUnauthorized, MsgInvalidSignature)
 			return
 		}
-		if !a.fresh(w, r, sig, ts) {
+		claim, ok := a.claimLater(w, r, sig, ts, spec)
+		if !ok || (claim == nil && !a.fresh(w, r, sig, ts)) {
 			return
 		}
 		if !a.limit(w, key.ID, cost, now) {
@@ -327,6 +356,9 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		}
 		caller := Caller{KeyID: key.ID, WorkspaceID: key.WorkspaceID, AllowedWorkflowIDs: append([]string{}, key.AllowedWorkflowIDs...)}
 		ctx := WithCaller(r.Context(), caller)
+		if claim != nil {
+			ctx = commands.WithRequestClaim(ctx, claim)
+		}
 		ctx = WithLogger(ctx, LoggerFrom(ctx).WithFields(logrus.Fields{"workspaceId": key.WorkspaceID, "apiKeyId": key.ID}))
 		r = r.WithContext(ctx)
 		if !a.permitted(w, r, caller, spec.access) {
@@ -338,9 +370,11 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r)
-		if rec.status == http.StatusServiceUnavailable {
+		replayed := a.settle(r, claim)
+		if rec.status == http.StatusServiceUnavailable || replayed {
 			// Nothing was done: an outage must not leave the clients that retry through it
-			// short of tokens, refused 429 once the service is back.
+			// short of tokens, refused 429 once the service is back; nor may replays of a
+			// captured request, sent to other instances, drain its key's tokens.
 			a.limiter.give(key.ID, cost, now)
 		}
 	})
@@ -388,6 +422,42 @@ func (a *SDKAuth) fresh(w http.ResponseWriter, r *http.Request, sig []byte, ts t
 		return false
 	}
 	return true
+}
+
+// claimLater makes the request's signature claim for its command to take (commands.RequestClaim)
+// on a ClaimInCommit route, when the guard and the store allow it; nil otherwise, for fresh to
+// claim it now. A replay this process has seen is refused here, before it spends tokens.
+func (a *SDKAuth) claimLater(w http.ResponseWriter, r *http.Request, sig []byte, ts time.Time, spec routeSpec) (*commands.RequestClaim, bool) {
+	g, owned := a.opts.Replay.(OwnedReplayGuard)
+	if !spec.claimInCommit || !owned || !a.opts.ClaimsInCommits || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil, true
+	}
+	until := ts.Add(a.opts.Skew + replayMargin)
+	if seen, _ := a.local.Seen(r.Context(), sig, until); seen {
+		WriteError(w, http.StatusUnauthorized, MsgInvalidSignature)
+		return nil, false
+	}
+	owner := make([]byte, 16)
+	if _, err := rand.Read(owner); err != nil {
+		WriteDomainError(w, r, fmt.Errorf("sdk auth: claim owner: %w", err))
+		return nil, false
+	}
+	key := sha256.Sum256(sig)
+	return commands.NewRequestClaim(eventstore.Claim{Key: key[:], Owner: owner, Until: until},
+		func(ctx context.Context) (bool, error) { return g.Take(ctx, sig, owner, until) }), true
+}
+
+// settle takes the request's claim if its handler did not, so that the signature is used
+// whatever the request's fate, and reports whether the request was a replay.
+func (a *SDKAuth) settle(r *http.Request, claim *commands.RequestClaim) bool {
+	if claim == nil {
+		return false
+	}
+	err := claim.Settle(context.WithoutCancel(r.Context()))
+	if err != nil && !errors.Is(err, commands.ErrReplayed) {
+		a.log(r).WithError(err).Warn("sdk auth: replay guard: settle the claim of a request already answered")
+	}
+	return errors.Is(err, commands.ErrReplayed)
 }
 
 // authenticateKey finds the X-Api-Key's key and checks it is genuine and usable at now; on

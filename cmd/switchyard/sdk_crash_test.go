@@ -48,6 +48,23 @@ func submitMany(t *testing.T, callers []*rawCaller, n, workers int, body func(i 
 }
 
 // auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
+// startSecond starts another serve process on the service's database, listening on a port of
+// its own, and waits until it is ready.
+func (s *sdkService) startSecond(t *testing.T) (*cli, *server) {
+	t.Helper()
+	second := *s.cli
+	second.port = freePort(t)
+	second.env = slices.Clone(s.cli.env)
+	for i, kv := range second.env {
+		if strings.HasPrefix(kv, "SWITCHYARD_LISTEN=") {
+			second.env[i] = fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", second.port)
+		}
+	}
+	srv := second.serve()
+	second.waitHTTP(srv, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	return &second, srv
+}
+
 func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	t.Helper()
 	res := c.run("billing", "audit", workspaceID, "--json")
@@ -107,16 +124,7 @@ func TestTwoServeProcessesRunEachExecutionOnce(t *testing.T) {
 	defer counter.Close()
 	svc := startSDKService(t, 6000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000",
 		"SWITCHYARD_WEBHOOK_ALLOW_PRIVATE=true")
-	second := *svc.cli
-	second.port = freePort(t)
-	second.env = slices.Clone(svc.cli.env)
-	for i, kv := range second.env {
-		if strings.HasPrefix(kv, "SWITCHYARD_LISTEN=") {
-			second.env[i] = fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", second.port)
-		}
-	}
-	s2 := second.serve()
-	second.waitHTTP(s2, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	second, s2 := svc.startSecond(t)
 	callers := []*rawCaller{svc.caller(t, svc.key), newRawCaller(t, second.url(""), svc.key)}
 	ids := submitMany(t, callers, n, 16, func(i int) string {
 		return fmt.Sprintf(`{"module":"http.request","input":{},"config":{"url":"%s/?i=%d","method":"GET"}}`, counter.URL, i)

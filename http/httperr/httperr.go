@@ -73,6 +73,9 @@ var Rules = []Rule{
 	{Match: is(domain.ErrConflict), Status: http.StatusConflict, Message: safeMessage("conflict")},
 	{Match: is(domain.ErrInsufficientCredits), Status: http.StatusPaymentRequired, Message: say("insufficient credits")},
 	{Match: is(domain.ErrForbidden), Status: http.StatusForbidden, Message: safeMessage("forbidden")},
+	// A replay found at the commit that would have recorded it (commands.RequestClaim): the
+	// answer is the one the SDK middleware gives a replay it finds itself (SPEC.md 5).
+	{Match: is(domain.ErrReplayed), Status: http.StatusUnauthorized, Message: say("invalid signature")},
 	// A refused or lost database connection: nothing was decided, the caller may retry
 	// (docs/operations.md). Logged as a warning by WriteErr, not as an unexpected error.
 	{Match: dbfail.Unavailable, Status: http.StatusServiceUnavailable, Message: say(UnavailableMessage), RetryAfter: UnavailableRetryAfter},

@@ -127,7 +127,7 @@ func (e *Executor) recordFirst(ctx context.Context, st execution.State, create [
 	}
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
 		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Finish: complete, Create: create, CreateMeta: commands.MetadataFrom(ctx)})
+		Finish: complete, Create: create, CreateMeta: commands.MetadataFrom(ctx), Claim: commands.RequestClaimFrom(ctx)})
 	if err != nil || !res.Recorded {
 		return st, false
 	}

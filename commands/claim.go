@@ -1,0 +1,131 @@
+package commands
+
+import (
+	"context"
+	"sync"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+// ErrReplayed refuses a signed request whose signature another request has used.
+var ErrReplayed = domain.ErrReplayed
+
+// RequestClaim is a signed request's use-once claim on its signature. The SDK's middleware
+// makes it instead of claiming the signature first, for a route whose command takes the claim
+// in the commit that records the request (a submit run first, whose submit, outcome and charge
+// share one commit): one round trip fewer on the request's path, and the request's effect and
+// the proof that its signature was used commit together or not at all. Whatever path a request
+// takes, the signature is taken before, or in, the first commit made for it (Settle), and is
+// taken even when nothing is committed (the middleware settles it after the handler), so that
+// a replay is refused whatever the first request's fate.
+type RequestClaim struct {
+	claim  eventstore.Claim
+	settle func(ctx context.Context) (held bool, err error)
+
+	mu      sync.Mutex
+	decided bool
+	err     error // ErrReplayed, or nil once the signature is taken
+}
+
+// NewRequestClaim returns the claim c, which settle takes on its own when no commit carries it
+// (the replay guard, under c.Owner): held reports that another owner holds it.
+func NewRequestClaim(c eventstore.Claim, settle func(ctx context.Context) (held bool, err error)) *RequestClaim {
+	return &RequestClaim{claim: c, settle: settle}
+}
+
+type requestClaimKey struct{}
+
+// WithRequestClaim attaches the request's claim to ctx.
+func WithRequestClaim(ctx context.Context, c *RequestClaim) context.Context {
+	return context.WithValue(ctx, requestClaimKey{}, c)
+}
+
+// RequestClaimFrom is the claim ctx carries, nil when none.
+func RequestClaimFrom(ctx context.Context) *RequestClaim {
+	c, _ := ctx.Value(requestClaimKey{}).(*RequestClaim)
+	return c
+}
+
+// Settle takes the signature now unless it is taken already, and answers ErrReplayed when
+// another request holds it. The answer is kept: later calls make no round trip. A store error
+// is returned as it is and keeps nothing, so a later call tries again. Taking it again after
+// a commit took it is harmless (the owner is the same).
+func (c *RequestClaim) Settle(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.decided {
+		return c.err
+	}
+	held, err := c.settle(ctx)
+	if err != nil {
+		return err
+	}
+	c.decided = true
+	if held {
+		c.err = ErrReplayed
+	}
+	return c.err
+}
+
+// Settled reports whether the claim's fate is known: taken, or refused as a replay.
+func (c *RequestClaim) Settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decided
+}
+
+// carried is the claim for a commit to take, and false when there is none or it is known to be
+// a replay's. A claim taken already is carried all the same: taking it again under its owner
+// is harmless, while a run whose caller stopped waiting for it must still be refused if its
+// signature turned out to be a replay's (the caller answered 401 meanwhile).
+func (c *RequestClaim) carried() (eventstore.Claim, bool) {
+	if c == nil {
+		return eventstore.Claim{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claim, !c.decided || c.err == nil
+}
+
+// replayed reports whether the claim is known to be a replay's.
+func (c *RequestClaim) replayed() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decided && c.err != nil
+}
+
+// committed records that a commit took the claim.
+func (c *RequestClaim) committed() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.decided {
+		c.decided, c.err = true, nil
+	}
+}
+
+// refusedBy reports whether ce refuses this claim, and records the refusal.
+func (c *RequestClaim) refusedBy(ce *eventstore.ClaimedError) bool {
+	if c == nil || !ce.Refuses(c.claim) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decided, c.err = true, ErrReplayed
+	return true
+}
+
+// takesClaims reports whether the store takes claims in its commits (eventstore.ClaimStore).
+func (h *Handler) takesClaims() bool {
+	_, ok := h.store.(eventstore.ClaimStore)
+	return ok
+}

@@ -1,0 +1,90 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/testenv"
+)
+
+// runFirstItem is the charge-batch item of a call run first: its submit, outcome and charge,
+// and its request's claim under owner.
+func runFirstItem(t *testing.T, ws string, key, owner []byte) (commands.ChargedFinish, *commands.RequestClaim) {
+	t.Helper()
+	id := uuid.NewString()
+	create, err := execution.DecideSubmit(execution.State{}, execution.Submit{ExecutionID: id, WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, CostMilli: 1000, Runner: chargeWorker}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := commands.NewRequestClaim(eventstore.Claim{Key: key, Owner: owner, Until: time.Now().Add(time.Minute)},
+		func(context.Context) (bool, error) { return false, errors.New("not settled in this test") })
+	return commands.ChargedFinish{ExecutionID: id, Create: create, Claim: claim,
+		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
+		Finish: func(s execution.State) ([]domain.Event, error) {
+			return execution.DecideCompleteFirst(s, chargeWorker, json.RawMessage(`{}`), billing.FromWhole(1), time.Now())
+		}}, claim
+}
+
+// A charge batch takes its calls' signature claims in its commit. A call whose signature a
+// replay took first is left out, answered ErrReplayed, and neither created nor charged; the
+// rest of the batch is written in one commit.
+func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 10)
+	held := uuid.New()
+	if _, err := env.Store.AppendMulti(context.Background(), eventstore.StreamAppend{Stream: "other-" + uuid.NewString(),
+		Expected: eventstore.NoStream(), Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
+		Claims: []eventstore.Claim{{Key: held[:], Owner: []byte("the first request"), Until: time.Now().Add(time.Minute)}}}); err != nil {
+		t.Fatal(err)
+	}
+	keys := [][]byte{randomKey(), held[:], randomKey()}
+	items := make([]commands.ChargedFinish, len(keys))
+	claims := make([]*commands.RequestClaim, len(keys))
+	for i, k := range keys {
+		items[i], claims[i] = runFirstItem(t, ws, k, []byte("a replay or not"))
+	}
+	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		if res[i].Err != nil || !res[i].Recorded || !claims[i].Settled() {
+			t.Fatalf("item %d: %+v (claim settled %v), want recorded", i, res[i], claims[i].Settled())
+		}
+		if err := claims[i].Settle(context.Background()); err != nil {
+			t.Fatalf("item %d: settle after its commit took the claim: %v, want no round trip and no error", i, err)
+		}
+	}
+	if !errors.Is(res[1].Err, commands.ErrReplayed) || res[1].Recorded {
+		t.Fatalf("the replay's item: %+v, want ErrReplayed", res[1])
+	}
+	if !errors.Is(claims[1].Settle(context.Background()), commands.ErrReplayed) {
+		t.Fatal("the replay's claim does not settle as a replay")
+	}
+	if _, err := commands.New(env.Store).Execution(context.Background(), items[1].ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("the replay's execution: %v, want not found", err)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
+		t.Fatalf("balance %s, want 8: two calls charged", got)
+	}
+	if got := len(txIDs(t, env, commands.ExecutionStream(items[0].ExecutionID), commands.ExecutionStream(items[2].ExecutionID))); got != 1 {
+		t.Fatalf("the two calls were written by %d transactions, want 1", got)
+	}
+}
+
+func randomKey() []byte {
+	k := uuid.New()
+	return k[:]
+}
