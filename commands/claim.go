@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/eventstore"
@@ -69,6 +70,20 @@ func (c *RequestClaim) Settle(ctx context.Context) error {
 		c.err = ErrReplayed
 	}
 	return c.err
+}
+
+// lateSettleTimeout bounds SettleLate.
+const lateSettleTimeout = 5 * time.Second
+
+// SettleLate is Settle for a request that has failed or been answered: it goes on when the
+// request's context ends, but gives up after lateSettleTimeout.
+func (c *RequestClaim) SettleLate(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateSettleTimeout)
+	defer cancel()
+	return c.Settle(ctx)
 }
 
 // Settled reports whether the claim's fate is known: taken, or refused as a replay.

@@ -69,7 +69,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ exe
 		if err != nil && !errors.Is(err, ErrReplayed) {
 			// Nothing was recorded, but the signature is used all the same: a replay must not
 			// find the refused call accepted later (credits topped up meanwhile, say).
-			claim.Settle(context.WithoutCancel(ctx)) //nolint:errcheck // the call's own error is the answer
+			claim.SettleLate(ctx) //nolint:errcheck // the call's own error is the answer
 		}
 	}()
 	start := time.Now()

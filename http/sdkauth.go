@@ -453,7 +453,7 @@ func (a *SDKAuth) settle(r *http.Request, claim *commands.RequestClaim) bool {
 	if claim == nil {
 		return false
 	}
-	err := claim.Settle(context.WithoutCancel(r.Context()))
+	err := claim.SettleLate(r.Context())
 	if err != nil && !errors.Is(err, commands.ErrReplayed) {
 		a.log(r).WithError(err).Warn("sdk auth: replay guard: settle the claim of a request already answered")
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -26,7 +27,10 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	if err != nil || len(parts) == 0 {
 		return []eventstore.AppendResult{}, err
 	}
-	claims := collectClaims(appends)
+	claims, err := collectClaims(appends)
+	if err != nil {
+		return nil, err
+	}
 	defer s.appended()
 	if res, ok, err := s.multiFast(ctx, s.pool, parts, claims, false); ok || err != nil {
 		return res, err
@@ -43,14 +47,24 @@ type claimSet struct {
 	untils       []time.Time
 }
 
-func collectClaims(appends []eventstore.StreamAppend) claimSet {
+// collectClaims gathers the parts' claims, each key once. Two owners of one key in one call
+// refuse the call as the store would (the first part's owner holds it).
+func collectClaims(appends []eventstore.StreamAppend) (claimSet, error) {
 	var c claimSet
+	owners := map[string][]byte{}
 	for _, a := range appends {
 		for _, cl := range a.Claims {
+			if held, dup := owners[string(cl.Key)]; dup {
+				if !bytes.Equal(held, cl.Owner) {
+					return claimSet{}, &eventstore.ClaimedError{Key: cl.Key, Holder: held}
+				}
+				continue
+			}
+			owners[string(cl.Key)] = cl.Owner
 			c.keys, c.owners, c.untils = append(c.keys, cl.Key), append(c.owners, cl.Owner), append(c.untils, cl.Until)
 		}
 	}
-	return c
+	return c, nil
 }
 
 func (c claimSet) empty() bool { return len(c.keys) == 0 }

@@ -275,27 +275,24 @@ CREATE INDEX IF NOT EXISTS eventstore_claims_expires_at ON eventstore_claims (ex
 CREATE OR REPLACE FUNCTION eventstore_claim(p_keys bytea[], p_owners bytea[], p_untils timestamptz[], p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_taken bigint;
     v_key bytea;
     v_holder bytea;
 BEGIN
-    WITH wanted AS (
-        SELECT DISTINCT ON (k) k, o, u FROM unnest(p_keys, p_owners, p_untils) AS t(k, o, u) ORDER BY k
-    ), taken AS (
-        INSERT INTO eventstore_claims AS c (key, owner, expires_at)
-        SELECT k, o, u FROM wanted ORDER BY k
-        ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-            WHERE c.expires_at < p_now OR c.owner = EXCLUDED.owner
-        RETURNING c.key, c.owner
-    )
-    SELECT t.k, coalesce(tk.owner, (SELECT c.owner FROM eventstore_claims c WHERE c.key = t.k))
-    INTO v_key, v_holder
-    FROM unnest(p_keys, p_owners) AS t(k, o) LEFT JOIN taken tk ON tk.key = t.k
-    WHERE tk.key IS NULL OR tk.owner <> t.o
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'eventstore: a key is claimed by another owner'
-            USING ERRCODE = 'SW006', DETAIL = encode(v_key, 'hex') || ':' || encode(coalesce(v_holder, ''::bytea), 'hex');
+    -- The keys are distinct (the caller's duty): each is inserted, taken over, or held.
+    INSERT INTO eventstore_claims AS c (key, owner, expires_at)
+    SELECT k, o, u FROM unnest(p_keys, p_owners, p_untils) AS t(k, o, u) ORDER BY k
+    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE c.expires_at < p_now OR c.owner = EXCLUDED.owner;
+    GET DIAGNOSTICS v_taken = ROW_COUNT;
+    IF v_taken = cardinality(p_keys) THEN
+        RETURN;
     END IF;
+    SELECT t.k, c.owner INTO v_key, v_holder
+    FROM unnest(p_keys, p_owners) AS t(k, o) JOIN eventstore_claims c ON c.key = t.k AND c.owner <> t.o
+    LIMIT 1;
+    RAISE EXCEPTION 'eventstore: a key is claimed by another owner'
+        USING ERRCODE = 'SW006', DETAIL = encode(coalesce(v_key, ''::bytea), 'hex') || ':' || encode(coalesce(v_holder, ''::bytea), 'hex');
 END
 $fn$;
 `

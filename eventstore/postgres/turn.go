@@ -112,7 +112,11 @@ func (t *turn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppe
 		t.End()
 		return []eventstore.AppendResult{}, err
 	}
-	claims := collectClaims(appends)
+	claims, err := collectClaims(appends)
+	if err != nil {
+		t.End()
+		return nil, err
+	}
 	defer t.s.appended()
 	res, ok, err := t.s.multiFast(ctx, t.conn, parts, claims, true)
 	if ok {
