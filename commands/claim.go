@@ -29,10 +29,11 @@ type RequestClaim struct {
 	err     error // ErrReplayed, or nil once the signature is taken
 }
 
-// NewRequestClaim returns the claim c, which settle takes on its own when no commit carries it
-// (the replay guard, under c.Owner): held reports that another owner holds it.
-func NewRequestClaim(c eventstore.Claim, settle func(ctx context.Context) (held bool, err error)) *RequestClaim {
-	return &RequestClaim{claim: c, settle: settle}
+// NewRequestClaim returns the claim of key (the SHA-256 of the request's signature) by owner
+// until it lapses, which settle takes on its own when no commit carries it (the replay guard,
+// under owner): held reports that another owner holds it.
+func NewRequestClaim(key, owner []byte, until time.Time, settle func(ctx context.Context) (held bool, err error)) *RequestClaim {
+	return &RequestClaim{claim: eventstore.Claim{Key: key, Owner: owner, Until: until}, settle: settle}
 }
 
 type requestClaimKey struct{}

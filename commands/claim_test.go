@@ -27,7 +27,7 @@ func runFirstItem(t *testing.T, ws string, key, owner []byte) (commands.ChargedF
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := commands.NewRequestClaim(eventstore.Claim{Key: key, Owner: owner, Until: time.Now().Add(time.Minute)},
+	claim := commands.NewRequestClaim(key, owner, time.Now().Add(time.Minute),
 		func(context.Context) (bool, error) { return false, errors.New("not settled in this test") })
 	return commands.ChargedFinish{ExecutionID: id, Create: create, Claim: claim,
 		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},

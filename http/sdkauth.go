@@ -25,7 +25,6 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/apikey"
-	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/apikeys"
 )
 
@@ -443,7 +442,7 @@ func (a *SDKAuth) claimLater(w http.ResponseWriter, r *http.Request, sig []byte,
 		return nil, false
 	}
 	key := sha256.Sum256(sig)
-	return commands.NewRequestClaim(eventstore.Claim{Key: key[:], Owner: owner, Until: until},
+	return commands.NewRequestClaim(key[:], owner, until,
 		func(ctx context.Context) (bool, error) { return g.Take(ctx, sig, owner, until) }), true
 }
 
