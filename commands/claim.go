@@ -58,17 +58,24 @@ func (c *RequestClaim) Settle(ctx context.Context) error {
 		return nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.decided {
-		return c.err
+	decided, known := c.decided, c.err
+	c.mu.Unlock()
+	if decided {
+		return known
 	}
+	// Not under the lock: a charge batch reading the claim (carried) must not wait for this
+	// round trip. Two settles at once both ask the guard, which answers both alike.
 	held, err := c.settle(ctx)
 	if err != nil {
 		return err
 	}
-	c.decided = true
-	if held {
-		c.err = ErrReplayed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.decided {
+		c.decided = true
+		if held {
+			c.err = ErrReplayed
+		}
 	}
 	return c.err
 }
