@@ -122,9 +122,19 @@ func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregat
 // decision was to append nothing). The state is shared with the cache: read it or Evolve it
 // (which copies), never Apply to it.
 func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
+	return executeFrom(ctx, h, stream, agg, nil, decide)
+}
+
+// executeFrom is executeFold deciding first on read, a state of stream the caller has just
+// loaded (nil: load it), so a use case that read the stream to check something does not read
+// it twice; a conflict loads it again, as any stale state does.
+func executeFrom[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], read *loaded[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
 	for attempt := 0; ; attempt++ {
-		cur, err := load(ctx, h, stream, agg)
-		if err != nil {
+		var cur loaded[S]
+		var err error
+		if attempt == 0 && read != nil {
+			cur = *read
+		} else if cur, err = load(ctx, h, stream, agg); err != nil {
 			return agg.zero, Result{}, err
 		}
 		events, err := decide(cur.state)

@@ -91,7 +91,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ exe
 			id = bound // the first request stopped before creating it: create it now
 		}
 	}
-	window, leader, err := h.cacheLookup(ctx, c, sub.CostMilli)
+	window, read, leader, err := h.cacheLookup(ctx, c, sub.CostMilli)
 	if err != nil {
 		return execution.State{}, err
 	}
@@ -116,7 +116,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ exe
 		}
 	}
 	if window != "" && leader == "" {
-		if leader, err = h.openCacheWindow(ctx, window, id, c.CacheWindow); err != nil {
+		if leader, err = h.openCacheWindow(ctx, window, read, id, c.CacheWindow); err != nil {
 			return execution.State{}, err
 		}
 	}
@@ -372,35 +372,37 @@ func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) 
 }
 
 // cacheLookup decides, without appending, whether the call is free: it returns the cache
-// window's stream ("" when windows are off) and the execution whose output the call reuses,
-// or "" after checking the balance.
-func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, string, error) {
+// window's stream ("" when windows are off), the window as read, and the execution whose
+// output the call reuses, or "" after checking the balance.
+func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, loaded[execution.CacheWindow], string, error) {
 	stream := ""
+	var w loaded[execution.CacheWindow]
 	if c.CacheWindow > 0 {
 		key, err := CacheKey(c.WorkspaceID, c.Module, c.Input, c.Config)
 		if err != nil {
-			return "", "", err
+			return "", w, "", err
 		}
 		stream = eventstore.StreamName(execution.CacheCategory, key)
-		w, err := load(ctx, h, stream, cacheWindowAgg)
-		if err != nil {
-			return "", "", err
+		if w, err = load(ctx, h, stream, cacheWindowAgg); err != nil {
+			return "", w, "", err
 		}
 		if leader, ok := w.state.Leader(h.now()); ok {
-			return stream, leader, nil
+			return stream, w, leader, nil
 		}
 	}
 	if err := h.checkBalance(ctx, c.WorkspaceID, costMilli); err != nil {
-		return "", "", err
+		return "", w, "", err
 	}
-	return stream, "", nil
+	return stream, w, "", nil
 }
 
 // openCacheWindow opens the window led by id, or returns the leader of a window another
-// submit opened since cacheLookup read it.
-func (h *Handler) openCacheWindow(ctx context.Context, stream, id string, window time.Duration) (string, error) {
+// submit opened since cacheLookup read it. It decides first on the window cacheLookup read
+// (read), so a call opening a window reads it once; a window that moved meanwhile is read
+// again and decided anew.
+func (h *Handler) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
 	leader := ""
-	_, err := execute(ctx, h, stream, cacheWindowAgg, func(w execution.CacheWindow) ([]domain.Event, error) {
+	_, _, err := executeFrom(ctx, h, stream, cacheWindowAgg, &read, func(w execution.CacheWindow) ([]domain.Event, error) {
 		leader, _ = w.Leader(h.now())
 		return execution.DecideOpenWindow(w, stream, id, window, h.now()), nil
 	})

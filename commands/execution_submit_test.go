@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
 )
@@ -124,5 +125,47 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec"}})
 	if err == nil {
 		t.Fatal("a handler without a sealer stored a callback secret")
+	}
+}
+
+// Identical calls racing in two processes open one cache window: one call leads it, every
+// other reuses the leader's output. Each process decides on the window it has just read, so
+// the race is lost on the append's expected revision and decided again.
+func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	handlers := []*commands.Handler{newSubmitHandler(t, env), newSubmitHandler(t, env)}
+	const n = 16
+	states := make([]execution.State, n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			st, err := handlers[i%2].SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+				Input: json.RawMessage(`{"same":true}`), Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute})
+			states[i] = st
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaders := map[string]bool{}
+	for _, st := range states {
+		if st.CachedFrom == "" {
+			leaders[st.ID] = true
+		}
+	}
+	if len(leaders) != 1 {
+		t.Fatalf("%d calls lead a window, want 1", len(leaders))
+	}
+	for _, st := range states {
+		if st.CachedFrom != "" && !leaders[st.CachedFrom] {
+			t.Fatalf("execution %s reuses %s, which leads no window", st.ID, st.CachedFrom)
+		}
 	}
 }
