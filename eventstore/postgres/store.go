@@ -256,6 +256,11 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if max <= 0 {
 		return nil, fmt.Errorf("eventstore/postgres: read stream %s: max must be positive, got %d", stream, max)
 	}
+	if from == 0 {
+		return s.readStreamFromStart(ctx, stream, max)
+	}
+	// Reading past the end is no error; callers reading from a later revision know the stream
+	// (they folded it), and sparing them a second query matters on hot paths.
 	rows, err := s.pool.Query(ctx, readStreamSQL, stream, clampInt64(from), max)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore/postgres: read stream %s: %w", stream, err)
@@ -264,20 +269,48 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err != nil {
 		return nil, fmt.Errorf("eventstore/postgres: read stream %s: %w", stream, err)
 	}
-	if len(events) > 0 || from > 0 {
-		// Reading past the end is no error; callers reading from a later revision know the
-		// stream (they folded it), and sparing them a second query matters on hot paths.
-		return events, nil
+	return events, nil
+}
+
+// streamExistsSQL tells a stream with no events from an unknown one.
+const streamExistsSQL = `SELECT EXISTS (SELECT 1 FROM streams WHERE name = $1)`
+
+// readStreamFromStart reads a stream from its first event and, in the same round trip, whether
+// it exists: nothing read is ErrStreamNotFound unless the stream exists with no events. Calls
+// that find no stream are common (a cache window or idempotency key not used yet), so the check
+// rides with the read instead of costing a round trip of its own.
+func (s *Store) readStreamFromStart(ctx context.Context, stream string, max int) ([]eventstore.RecordedEvent, error) {
+	b := &pgx.Batch{}
+	b.Queue(readStreamSQL, stream, int64(0), max)
+	b.Queue(streamExistsSQL, stream)
+	br := s.pool.SendBatch(ctx, b)
+	events, err := readFromStart(br, max)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
-	// Nothing from the start: the stream is unknown, unless it exists with no events.
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM streams WHERE name = $1)`, stream).Scan(&exists); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("eventstore/postgres: read stream %s: %w", stream, err)
 	}
-	if !exists {
-		return nil, fmt.Errorf("eventstore/postgres: read stream %s: %w", stream, eventstore.ErrStreamNotFound)
+	return events, nil
+}
+
+func readFromStart(br pgx.BatchResults, max int) ([]eventstore.RecordedEvent, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
 	}
-	return []eventstore.RecordedEvent{}, nil
+	events, err := collectEvents(rows, max)
+	if err != nil {
+		return nil, err
+	}
+	var exists bool
+	if err := br.QueryRow().Scan(&exists); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 && !exists {
+		return nil, eventstore.ErrStreamNotFound
+	}
+	return events, nil
 }
 
 // ReadAll returns up to max visible events strictly after from, in log order.
