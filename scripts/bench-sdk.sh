@@ -10,11 +10,13 @@
 #    clients (executor running), waitForMs latency at RATE requests/s, waitForMs one caller at a
 #    time on an idle server, end-to-end executions/s for TOTAL executions; then the same e2e
 #    with two service instances sharing the database (INSTANCES2=0 skips it), both again at
-#    LOAD_CLIENTS clients, and the submit path alone (--submit-only).
+#    LOAD_CLIENTS clients, e2e with the service's default cache window (CACHE_WINDOW, distinct
+#    calls, each opening a window), and the submit path alone (--submit-only).
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
-#        LOAD_CLIENTS=128 by default; RIVER=0 skips River)
+#        LOAD_CLIENTS=128 CACHE_WINDOW=10m by default; RIVER=0 skips River, CACHE_WINDOW=0 the
+#        cache-window phase)
 # Server: PGHOST/PGPORT/PGUSER (default 127.0.0.1:5432, postgres). Needs pgbench, psql, go.
 set -euo pipefail
 
@@ -27,6 +29,7 @@ IDLE="${IDLE:-200}"
 RIVER="${RIVER:-1}"
 INSTANCES2="${INSTANCES2:-1}"
 LOAD_CLIENTS="${LOAD_CLIENTS:-128}"
+CACHE_WINDOW="${CACHE_WINDOW:-10m}"
 RIVER_VERSION="${RIVER_VERSION:-v0.29.0}"
 SCRATCH_DB="sw_bench_sdk_$$"
 RIVER_DB="sw_bench_river_$$"
@@ -91,6 +94,12 @@ if [ "$LOAD_CLIENTS" != 0 ]; then
 		"$work/switchyard" bench e2e --instances 2 --clients "$LOAD_CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-load-two:/;s/^claims:/claims-load:/' | tee -a "$work/bench.txt"
 	fi
 fi
+# End to end as the service runs by default, with cache windows: distinct calls, each of which
+# runs, bills and opens a window (the phases above turn windows off, so every call runs).
+if [ "$CACHE_WINDOW" != 0 ]; then
+	quiesce
+	"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" | sed 's/^e2e:/e2e-cache:/' | tee -a "$work/bench.txt"
+fi
 # Last, as its executions are left unexecuted: the submit path alone, with no executor competing.
 quiesce
 "$work/switchyard" bench submit --submit-only --clients "$CLIENTS" --duration "${DURATION}s" | sed 's/^submit:/submit-only:/' | tee -a "$work/bench.txt"
@@ -104,6 +113,7 @@ e2e="$(field e2e: executions/s)"
 e2e2="$(field e2e-two: executions/s)"
 e2el="$(field e2e-load: executions/s)"
 e2el2="$(field e2e-load-two: executions/s)"
+e2ec="$(field e2e-cache: executions/s)"
 idle_p50="$(awk '/^idle:/ { for (i = 1; i <= NF; i++) if ($i == "p50") print $(i+1) }' "$work/bench.txt" | tr -d ,)"
 wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
 
@@ -117,5 +127,6 @@ grep '^claims:' "$work/bench.txt" | sed 's/^/two instances: /' || true
 [ -n "$e2el" ] && printf 'end-to-end at %s clients:               %s/s (ratio %s to River)\n' "$LOAD_CLIENTS" "$e2el" "$(ratio "$e2el" "$jobs")"
 [ -n "$e2el2" ] && printf 'end-to-end at %s clients, two instances: %s/s (%s of one instance)\n' "$LOAD_CLIENTS" "$e2el2" "$(ratio "$e2el2" "$e2el")"
 grep '^claims-load:' "$work/bench.txt" | sed 's/^claims-load:/two instances under load: claims:/' || true
+[ -n "$e2ec" ] && printf 'end-to-end with %s cache windows:      %s/s (ratio %s to River)\n' "$CACHE_WINDOW" "$e2ec" "$(ratio "$e2ec" "$jobs")"
 printf 'waitForMs, one caller, idle:            p50 %s (target 5ms)\n' "$idle_p50"
 printf 'waitForMs at %s/s:                      %s (targets p50 10ms, p99 50ms)\n' "$RATE" "${wait_line#wait: }"

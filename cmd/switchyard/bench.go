@@ -36,6 +36,10 @@ type benchOptions struct {
 	// event store, executor and projections); clients are spread over them.
 	instances int
 	idle      int
+	// cacheWindow is the service's cache window: 0, the default here, so that every call runs
+	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
+	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
+	cacheWindow time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -53,7 +57,9 @@ func newBenchCmd() *cobra.Command {
 			"Each phase starts once the executions of the one before have ended. With --instances 2,\n" +
 			"two service instances (each with its own pool, event store, executor and projections)\n" +
 			"share the database and the clients are spread over both; the run ends with the claims\n" +
-			"the instances lost to each other (switchyard_executor_claims_lost_total).\n\n" +
+			"the instances lost to each other (switchyard_executor_claims_lost_total). With\n" +
+			"--cache-window, the service keeps cache windows (as it does by default) and e2e's calls\n" +
+			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
 		ValidArgs: []string{"submit", "wait", "idle", "e2e"},
@@ -71,6 +77,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
 	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
+	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	cmd.Flags().StringVar(&o.memProfile, "memprofile", "", "write the allocations of the phases (service and load) to this file, for go tool pprof -sample_index=alloc_space")
@@ -80,6 +87,9 @@ func newBenchCmd() *cobra.Command {
 func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []string) error {
 	if o.instances < 1 || o.instances > 4 {
 		return fmt.Errorf("--instances must be from 1 to 4")
+	}
+	if o.cacheWindow < 0 {
+		return fmt.Errorf("--cache-window must not be negative")
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -97,7 +107,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		a.cfg.Listen = "127.0.0.1:0"
 		a.noExecutor = o.submitOnly
 		a.cfg.RateLimit, a.cfg.RateBurst = 1e9, 1_000_000_000
-		a.cfg.CacheWindow = 0 // every call runs and bills: the cache would measure itself
+		// Without a window every call runs and bills (the cache would measure itself); with one,
+		// e2e's distinct calls each open a window of their own.
+		a.cfg.CacheWindow = o.cacheWindow
 		if i == 0 {
 			if key, workspace, err = benchKey(ctx, a); err != nil {
 				return err
@@ -275,7 +287,7 @@ func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c []*client.
 		fmt.Fprintf(out, "idle: %d submits with waitForMs one at a time: p50 %s, p90 %s, p99 %s, max %s (%s)\n",
 			len(lat), pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs)
 	case "e2e":
-		took, err := benchE2E(ctx, c, counts, o.clients, o.total)
+		took, err := benchE2E(ctx, c, counts, o.clients, o.total, o.cacheWindow > 0)
 		if err != nil {
 			return err
 		}
@@ -401,7 +413,7 @@ func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *
 // benchE2E submits total executions and waits until the read model shows each COMPLETED
 // (charged before it completes); the last one is then read back over the API. Polling each
 // execution over HTTP one by one would measure the poller rather than the engine.
-func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int) (time.Duration, error) {
+func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int, distinct bool) (time.Duration, error) {
 	before, err := counts(ctx)
 	if err != nil {
 		return 0, err
@@ -416,8 +428,12 @@ func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(total) {
-				e, err := c.Submit(ctx, echo)
+			for n := next.Add(1); n <= int64(total); n = next.Add(1) {
+				req := echo
+				if distinct {
+					req.Input = map[string]int64{"n": n}
+				}
+				e, err := c.Submit(ctx, req)
 				if err != nil {
 					failed.Add(1)
 					continue

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/domain/execution"
+)
+
+// bench e2e runs end to end on a scratch database; with --cache-window its calls are distinct,
+// so each one runs and opens a window of its own instead of reusing the first call's output.
+func TestBenchE2EWithCacheWindows(t *testing.T) {
+	c := newCLI(t)
+	res := c.ok("bench", "e2e", "--total", "40", "--clients", "4", "--cache-window", "10m")
+	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") {
+		t.Fatalf("bench e2e printed %q", res.stdout)
+	}
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var windows, cached int
+	if err := conn.QueryRow(context.Background(), `SELECT count(DISTINCT stream) FROM events WHERE category = $1`, execution.CacheCategory).Scan(&windows); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE cached_from <> ''`).Scan(&cached); err != nil {
+		t.Fatal(err)
+	}
+	if windows != 40 || cached != 0 {
+		t.Fatalf("%d cache windows and %d cached calls, want 40 and none", windows, cached)
+	}
+	if res := c.run("bench", "e2e", "--cache-window", "-1s"); res.code == 0 || !strings.Contains(res.stderr, "--cache-window") {
+		t.Fatalf("a negative cache window: %s", res)
+	}
+}
