@@ -88,3 +88,37 @@ func randomKey() []byte {
 	k := uuid.New()
 	return k[:]
 }
+
+// orderedStore is a store that takes no claims (as KurrentDB) and notes when it is first
+// appended to.
+type orderedStore struct {
+	eventstore.Store
+	log *[]string
+}
+
+func (s orderedStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	*s.log = append(*s.log, "append")
+	return s.Store.Append(ctx, stream, expected, events...)
+}
+
+// On a store that takes no claims, a submit settles its request's claim before its first
+// append, and a replay's submit appends nothing.
+func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	for _, held := range []bool{false, true} {
+		var log []string
+		h := commands.New(orderedStore{Store: env.Store, log: &log})
+		claim := commands.NewRequestClaim(randomKey(), []byte("owner"), time.Now().Add(time.Minute),
+			func(context.Context) (bool, error) { log = append(log, "settle"); return held, nil })
+		ctx := commands.WithRequestClaim(context.Background(), claim)
+		_, err := h.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1})
+		switch {
+		case held && (!errors.Is(err, commands.ErrReplayed) || len(log) != 1):
+			t.Fatalf("a replay's submit: %v, calls %v; want ErrReplayed after one settle and no append", err, log)
+		case !held && (err != nil || len(log) < 2 || log[0] != "settle" || log[1] != "append"):
+			t.Fatalf("a submit: %v, calls %v; want the settle before the first append", err, log)
+		}
+	}
+}
