@@ -103,15 +103,9 @@ func TestSubmitsLeaveTheirSignatureToTheirCommit(t *testing.T) {
 	}
 }
 
-// sendAgain sends req with body (a clone's body is the original's, read already).
+// sendAgain sends req with body again (a clone's body is the original's, read already).
 func sendAgain(t *testing.T, req *http.Request, body string) (*http.Response, []byte) {
 	t.Helper()
 	req.Body = io.NopCloser(strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return send(t, req)
 }
