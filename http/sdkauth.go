@@ -350,7 +350,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		if !ok || (claim == nil && !a.fresh(w, r, sig, ts)) {
 			return
 		}
-		if !a.limit(w, key.ID, cost, now) {
+		if !a.limit(w, key.ID, cost, now, func() { a.settle(r, claim) }) {
 			return
 		}
 		caller := Caller{KeyID: key.ID, WorkspaceID: key.WorkspaceID, AllowedWorkflowIDs: append([]string{}, key.AllowedWorkflowIDs...)}
@@ -361,6 +361,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		ctx = WithLogger(ctx, LoggerFrom(ctx).WithFields(logrus.Fields{"workspaceId": key.WorkspaceID, "apiKeyId": key.ID}))
 		r = r.WithContext(ctx)
 		if !a.permitted(w, r, caller, spec.access) {
+			a.settle(r, claim) // a refused request's signature is used too
 			return
 		}
 		if spec.stream {
@@ -384,11 +385,16 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 // false. Other credentials (MCP tokens) share the limiter, and so its configuration, under
 // keys of their own.
 func (a *SDKAuth) Limit(w http.ResponseWriter, key string, cost int) bool {
-	return a.limit(w, key, max(cost, 1), a.opts.Now())
+	return a.limit(w, key, max(cost, 1), a.opts.Now(), nil)
 }
 
-func (a *SDKAuth) limit(w http.ResponseWriter, key string, cost int, now time.Time) bool {
+// limit is Limit at now; refused, when set, runs before a refusal is answered (a request
+// refused 429 has used its signature all the same: a replay of it must not pass later).
+func (a *SDKAuth) limit(w http.ResponseWriter, key string, cost int, now time.Time, refused func()) bool {
 	d := a.limiter.take(key, cost, now)
+	if !d.allowed && refused != nil {
+		refused()
+	}
 	hdr := w.Header()
 	hdr.Set("RateLimit-Limit", strconv.Itoa(d.limit))
 	hdr.Set("RateLimit-Remaining", strconv.Itoa(d.remaining))

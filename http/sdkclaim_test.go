@@ -87,9 +87,19 @@ func TestSubmitsLeaveTheirSignatureToTheirCommit(t *testing.T) {
 	if seen, taken := guard.calls(); seen != 0 || taken != 1 {
 		t.Fatalf("after a refused submit the guard was asked %d times by Seen and %d by Take, want 0 and 1", seen, taken)
 	}
+	submit := func() int {
+		resp, _ := s.do(t, key, http.MethodPost, "/v1/sdk/components", `{"module":"core.echo","input":{},"config":{}}`)
+		return resp.StatusCode
+	}
+	if last, over := submit(), submit(); last != http.StatusOK || over != http.StatusTooManyRequests {
+		t.Fatalf("the submit of the last two tokens: %d, the one after: %d; want 200 and 429", last, over)
+	}
+	if seen, taken := guard.calls(); seen != 0 || taken != 2 {
+		t.Fatalf("after a submit refused 429 the guard was asked %d times by Seen and %d by Take, want 0 and 2", seen, taken)
+	}
 	resp, _ = s.do(t, key, http.MethodPost, "/v1/sdk/components/executions/00000000-0000-0000-0000-000000000000/replay-callback", ``)
-	if seen, _ := guard.calls(); resp.StatusCode != http.StatusNotFound || seen != 1 {
-		t.Fatalf("another POST route: %d, Seen called %d times; want 404 and once", resp.StatusCode, seen)
+	if seen, _ := guard.calls(); resp.StatusCode != http.StatusTooManyRequests || seen != 1 {
+		t.Fatalf("another POST route: %d, Seen called %d times; want 429 (no tokens left) and once", resp.StatusCode, seen)
 	}
 
 	off := &ownedGuard{owners: map[[32]byte]string{}}
