@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
@@ -45,4 +46,42 @@ func (h *Handler) takeTurn(ctx context.Context, stream string, from uint64) even
 		return nil
 	}
 	return turn
+}
+
+// AccountTurn is a turn on a workspace's account taken before a charge batch is gathered
+// (AwaitAccountTurn): the batch then holds every charge that queued while the turn was awaited,
+// instead of waiting for the next turn.
+type AccountTurn struct {
+	cur  loaded[billing.State] // the cached account the turn read on from
+	turn eventstore.Turn
+}
+
+// AwaitAccountTurn waits for a turn on the workspace's account when this process takes turns
+// on it (another process charged it under this one recently), and returns nil otherwise. Pass
+// it to ChargeAndFinishIn, which ends it.
+func (h *Handler) AwaitAccountTurn(ctx context.Context, workspaceID string) *AccountTurn {
+	stream := BillingStream(workspaceID)
+	cur, from, _ := cachedState(h, stream, billingAgg)
+	turn := h.takeTurn(ctx, stream, from)
+	if turn == nil {
+		return nil
+	}
+	return &AccountTurn{cur: cur, turn: turn}
+}
+
+// take hands the turn over once: the account it read on from, and the turn (nil when none).
+func (t *AccountTurn) take() (loaded[billing.State], eventstore.Turn) {
+	if t == nil || t.turn == nil {
+		return loaded[billing.State]{}, nil
+	}
+	turn := t.turn
+	t.turn = nil
+	return t.cur, turn
+}
+
+// End ends a turn that was not handed over.
+func (t *AccountTurn) End() {
+	if _, turn := t.take(); turn != nil {
+		turn.End()
+	}
 }

@@ -98,3 +98,58 @@ func TestChargersOfOneWorkspaceTakeTurns(t *testing.T) {
 		t.Fatalf("balance %s after every charge, want 0", got)
 	}
 }
+
+// A turn awaited before its batch is gathered (as the executor's charger does while another
+// process charges the workspace) decides the batch on the account as the turn read it, and a
+// turn left unused is released.
+func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
+	env := testenv.New(t)
+	store := &refusalCounter{Store: env.Store}
+	a, b := commands.New(store), commands.New(store)
+	ws := env.Workspace(t, 4)
+	ids := submitEchoes(t, a, ws, 4)
+	ctx := context.Background()
+	if held := a.AwaitAccountTurn(ctx, ws); held != nil {
+		held.End()
+		t.Fatal("a process that was never refused on the account took a turn on it")
+	}
+	// a is refused once, for an account b moved under its cached one: it takes turns now.
+	if _, err := a.Balance(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []*commands.Handler{b, a} {
+		if _, err := h.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(h, ids[i])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b moves the account again; a's turn reads that charge on from a's cached account, and
+	// its batch takes the last two credits without a refusal.
+	if _, err := b.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(b, ids[2])}); err != nil {
+		t.Fatal(err)
+	}
+	unused := a.AwaitAccountTurn(ctx, ws)
+	if unused == nil {
+		t.Fatal("a process refused on the account took no turn on it")
+	}
+	unused.End()
+	held := a.AwaitAccountTurn(ctx, ws) // within turnWait only if End released the lock
+	if held == nil {
+		t.Fatal("no turn after the last one ended unused")
+	}
+	if _, err := a.Balance(ctx, ws); err != nil { // the process reads the account meanwhile
+		t.Fatal(err)
+	}
+	refused := store.refused.Load()
+	res, err := a.ChargeAndFinishIn(ctx, held, ws, []commands.ChargedFinish{claimAndComplete(a, ids[3])})
+	if err != nil || res[0].Err != nil || !res[0].Recorded {
+		t.Fatalf("charge in the awaited turn: %+v, %v", res, err)
+	}
+	if got := store.refused.Load() - refused; got != 0 {
+		t.Fatalf("the batch in the awaited turn was refused %d times, want none", got)
+	}
+	for _, h := range []*commands.Handler{commands.New(env.Store), a} {
+		if got := balance(t, h, ws); got != 0 {
+			t.Fatalf("balance %s after four charges of four credits, want 0", got)
+		}
+	}
+}

@@ -60,6 +60,14 @@ type FinishResult struct {
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+	return h.ChargeAndFinishIn(ctx, nil, workspaceID, items)
+}
+
+// ChargeAndFinishIn is ChargeAndFinish deciding its first try within held, a turn on the
+// workspace's account taken before the items were gathered (AwaitAccountTurn; nil for none).
+// It ends the turn.
+func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+	defer held.End()
 	results := make([]FinishResult, len(items))
 	live := make([]int, len(items)) // the items still in the batch
 	for i := range items {
@@ -70,7 +78,8 @@ func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items
 		for j, i := range live {
 			batch[j] = items[i]
 		}
-		res, err := h.chargeAndFinishRetried(ctx, workspaceID, batch)
+		res, err := h.chargeAndFinishRetried(ctx, held, workspaceID, batch)
+		held = nil // used, and ended, by the first try
 		var ce *eventstore.ClaimedError
 		if !errors.As(err, &ce) {
 			if err != nil {
@@ -104,10 +113,11 @@ func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items
 
 // chargeAndFinishRetried is ChargeAndFinish for a batch that takes no claim another request
 // holds.
-func (h *Handler) chargeAndFinishRetried(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Handler) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
 	for attempt := 0; ; attempt++ {
-		results, err := h.chargeAndFinish(ctx, workspaceID, items, readOn)
+		results, err := h.chargeAndFinish(ctx, held, workspaceID, items, readOn)
+		held = nil
 		var wrong *eventstore.WrongExpectedVersionError
 		if errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID) && attempt < maxConflictRetries {
 			// Another process charged the account meanwhile: read on and decide anew, and
@@ -131,15 +141,20 @@ func (h *Handler) chargeAndFinishRetried(ctx context.Context, workspaceID string
 }
 
 // chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. Within
-// a turn on the account (takeTurn), or with readOn, it reads the account's events after the
-// cached state before deciding.
-func (h *Handler) chargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+// a turn on the account (held, or takeTurn), or with readOn, it reads the account's events
+// after the cached state before deciding.
+func (h *Handler) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
 	stream := BillingStream(workspaceID)
 	appendMulti := h.store.AppendMulti
 	var acct loaded[billing.State]
 	var err error
-	cur, from, _ := cachedState(h, stream, billingAgg)
-	switch turn := h.takeTurn(ctx, stream, from); {
+	cur, turn := held.take()
+	if turn == nil {
+		var from uint64
+		cur, from, _ = cachedState(h, stream, billingAgg)
+		turn = h.takeTurn(ctx, stream, from)
+	}
+	switch {
 	case turn != nil:
 		defer turn.End()
 		acct, err = loadFrom(h, stream, billingAgg, cur, turn.Events())

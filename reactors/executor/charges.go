@@ -61,30 +61,34 @@ func (c *charger) charge(ctx context.Context, workspaceID string, item commands.
 }
 
 // flush appends the workspace's queued charges batch by batch until the queue is empty.
+// While another process charges the workspace too, each batch is gathered once the turn on its
+// account is held (commands.AwaitAccountTurn), so it takes along what queued during the wait.
 func (c *charger) flush(ctx context.Context, workspaceID string) {
 	for {
+		held := c.cmds.AwaitAccountTurn(ctx, workspaceID)
 		c.mu.Lock()
 		q := c.queues[workspaceID]
 		if len(q) == 0 {
 			delete(c.queues, workspaceID)
 			c.mu.Unlock()
+			held.End()
 			return
 		}
 		batch := q[:min(len(q), maxChargeBatch)]
 		c.queues[workspaceID] = q[len(batch):]
 		c.mu.Unlock()
-		c.apply(ctx, workspaceID, batch)
+		c.apply(ctx, held, workspaceID, batch)
 	}
 }
 
 // apply writes one batch: charges and outcomes together, or, when that cannot be done in one
 // go, the charges alone (their callers then record their outcomes themselves).
-func (c *charger) apply(ctx context.Context, workspaceID string, batch []*chargeCall) {
+func (c *charger) apply(ctx context.Context, held *commands.AccountTurn, workspaceID string, batch []*chargeCall) {
 	items := make([]commands.ChargedFinish, len(batch))
 	for i, call := range batch {
 		items[i] = call.item
 	}
-	results, err := c.cmds.ChargeAndFinish(ctx, workspaceID, items)
+	results, err := c.cmds.ChargeAndFinishIn(ctx, held, workspaceID, items)
 	if errors.Is(err, commands.ErrNotCombined) {
 		results, err = c.separately(ctx, workspaceID, items)
 	}

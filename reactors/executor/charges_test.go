@@ -1,0 +1,101 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/testenv"
+)
+
+// echoCharge submits an echo and returns the item that charges one credit for it and
+// completes it.
+func echoCharge(t *testing.T, cmds *commands.Handler, ws string) commands.ChargedFinish {
+	t.Helper()
+	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return commands.ChargedFinish{ExecutionID: st.ID,
+		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: billing.FromWhole(1)},
+		Finish: cmds.ClaimThen("test", time.Minute, func(s execution.State) ([]domain.Event, error) {
+			return execution.DecideComplete(s, "test", s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
+		})}
+}
+
+// While another process holds the turn on a workspace's account, the charges that queue for it
+// are written in one batch once the turn comes: the batch is gathered after the wait, not
+// before it.
+func TestChargesQueuedDuringTheWaitForATurnShareItsBatch(t *testing.T) {
+	env := testenv.New(t)
+	cmds, other := commands.New(env.Store), commands.New(env.Store)
+	const n = 8
+	ws := env.Workspace(t, n+2)
+	ctx := context.Background()
+	items := make([]commands.ChargedFinish, n)
+	for i := range items {
+		items[i] = echoCharge(t, cmds, ws)
+	}
+	// The other process moves the account under this one's cached state: this one is refused
+	// once, and takes turns on the account from then on.
+	if _, err := cmds.Balance(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*commands.Handler{other, cmds} {
+		if _, err := h.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{echoCharge(t, other, ws)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := env.Store.(eventstore.StreamTurns).TakeTurn(ctx, commands.BillingStream(ws), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseOnce := sync.OnceFunc(held.End)
+	t.Cleanup(releaseOnce) // a failed wait must not leave the lock's connection taken
+	c := newCharger(cmds)
+	done := make(chan error, n)
+	for _, it := range items {
+		go func() {
+			res, err := c.charge(ctx, ws, it)
+			if err == nil && !res.Recorded {
+				err = res.Err
+			}
+			done <- err
+		}()
+	}
+	testenv.Eventually(t, 30*time.Second, "every charge to queue while the turn is held", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues[ws]) == n
+	})
+	releaseOnce()
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var txs int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(DISTINCT tx_id) FROM events WHERE stream = $1 AND type = 'CreditsCharged'
+		AND data->>'cause' = ANY($2)`, commands.BillingStream(ws), causes(items)).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 {
+		t.Fatalf("the %d charges queued during the wait were written in %d commits, want 1", n, txs)
+	}
+}
+
+func causes(items []commands.ChargedFinish) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Charge.Cause
+	}
+	return out
+}
