@@ -101,17 +101,16 @@ func (c *RequestClaim) Settled() bool {
 	return c.decided
 }
 
-// carried is the claim for a commit to take, and false when there is none or it is known to be
-// a replay's. A claim taken already is carried all the same: taking it again under its owner
-// is harmless, while a run whose caller stopped waiting for it must still be refused if its
-// signature turned out to be a replay's (the caller answered 401 meanwhile).
+// carried is the claim for a commit to take, and false when there is none. It is carried
+// whatever is known of it: taking a claim again under its owner is harmless, and a claim known
+// (or, a moment later, found) to be a replay's is held by another owner, whose row refuses the
+// commit. Leaving a replay's claim out instead let a batch that planned the item just before its
+// caller learned of the replay (and answered 401) create and charge the call without its claim.
 func (c *RequestClaim) carried() (eventstore.Claim, bool) {
 	if c == nil {
 		return eventstore.Claim{}, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.claim, !c.decided || c.err == nil
+	return c.claim, true
 }
 
 // replayed reports whether the claim is known to be a replay's.

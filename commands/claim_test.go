@@ -122,3 +122,47 @@ func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
 		}
 	}
 }
+
+// A call's caller may learn that its signature is a replay's (and answer 401) while a charge
+// batch is planning the call: the batch must still carry the claim, which the first request's
+// row refuses, so the call is neither created nor charged. Finish runs in the middle of the
+// planning, so settling there is that moment.
+func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 10)
+	held := uuid.New()
+	if _, err := env.Store.AppendMulti(context.Background(), eventstore.StreamAppend{Stream: "other-" + uuid.NewString(),
+		Expected: eventstore.NoStream(), Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
+		Claims: []eventstore.Claim{{Key: held[:], Owner: []byte("the first request"), Until: time.Now().Add(time.Minute)}}}); err != nil {
+		t.Fatal(err)
+	}
+	item, _ := runFirstItem(t, ws, held[:], []byte("the replay"))
+	claim := commands.NewRequestClaim(held[:], []byte("the replay"), time.Now().Add(time.Minute),
+		func(context.Context) (bool, error) { return true, nil }) // the guard finds the first request's row
+	item.Claim = claim
+	finish := item.Finish
+	item.Finish = func(s execution.State) ([]domain.Event, error) {
+		if err := claim.Settle(context.Background()); !errors.Is(err, commands.ErrReplayed) {
+			t.Errorf("settle: %v, want ErrReplayed", err)
+		}
+		return finish(s)
+	}
+	other, _ := runFirstItem(t, ws, randomKey(), []byte("another call"))
+	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{item, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, commands.ErrReplayed) || res[0].Recorded {
+		t.Fatalf("the replay's item: %+v, want ErrReplayed", res[0])
+	}
+	if res[1].Err != nil || !res[1].Recorded {
+		t.Fatalf("the other item: %+v, want recorded", res[1])
+	}
+	if _, err := commands.New(env.Store).Execution(context.Background(), item.ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("the replay's execution: %v, want not found", err)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(9) {
+		t.Fatalf("balance %s, want 9: only the other call charged", got)
+	}
+}
