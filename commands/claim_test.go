@@ -43,12 +43,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	env := testenv.New(t)
 	h := commands.New(env.Store)
 	ws := env.Workspace(t, 10)
-	held := uuid.New()
-	if _, err := env.Store.AppendMulti(context.Background(), eventstore.StreamAppend{Stream: "other-" + uuid.NewString(),
-		Expected: eventstore.NoStream(), Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
-		Claims: []eventstore.Claim{{Key: held[:], Owner: []byte("the first request"), Until: time.Now().Add(time.Minute)}}}); err != nil {
-		t.Fatal(err)
-	}
+	held := holdClaim(t, env)
 	keys := [][]byte{randomKey(), held[:], randomKey()}
 	items := make([]commands.ChargedFinish, len(keys))
 	claims := make([]*commands.RequestClaim, len(keys))
@@ -82,6 +77,19 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	if got := len(txIDs(t, env, commands.ExecutionStream(items[0].ExecutionID), commands.ExecutionStream(items[2].ExecutionID))); got != 1 {
 		t.Fatalf("the two calls were written by %d transactions, want 1", got)
 	}
+}
+
+// holdClaim commits a claim on a new key under another request, as the first of two copies
+// of a signed request would, and returns the key.
+func holdClaim(t *testing.T, env *testenv.Env) uuid.UUID {
+	t.Helper()
+	held := uuid.New()
+	if _, err := env.Store.AppendMulti(context.Background(), eventstore.StreamAppend{Stream: "other-" + uuid.NewString(),
+		Expected: eventstore.NoStream(), Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
+		Claims: []eventstore.Claim{{Key: held[:], Owner: []byte("the first request"), Until: time.Now().Add(time.Minute)}}}); err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
 
 func randomKey() []byte {
@@ -131,12 +139,7 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 	env := testenv.New(t)
 	h := commands.New(env.Store)
 	ws := env.Workspace(t, 10)
-	held := uuid.New()
-	if _, err := env.Store.AppendMulti(context.Background(), eventstore.StreamAppend{Stream: "other-" + uuid.NewString(),
-		Expected: eventstore.NoStream(), Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
-		Claims: []eventstore.Claim{{Key: held[:], Owner: []byte("the first request"), Until: time.Now().Add(time.Minute)}}}); err != nil {
-		t.Fatal(err)
-	}
+	held := holdClaim(t, env)
 	item, _ := runFirstItem(t, ws, held[:], []byte("the replay"))
 	claim := commands.NewRequestClaim(held[:], []byte("the replay"), time.Now().Add(time.Minute),
 		func(context.Context) (bool, error) { return true, nil }) // the guard finds the first request's row
