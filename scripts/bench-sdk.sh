@@ -9,11 +9,11 @@
 # 3. `switchyard bench` on a scratch database: submits without waiting from CLIENTS signed
 #    clients (executor running), waitForMs latency at RATE requests/s, waitForMs one caller at a
 #    time on an idle server, end-to-end executions/s for TOTAL executions; then the same e2e
-#    with two service instances sharing the database, measured after a warm-up e2e in the same
-#    process as the one-instance e2e is measured after the phases before it (INSTANCES2=0
-#    skips it), both again at
-#    LOAD_CLIENTS clients, e2e with the service's default cache window (CACHE_WINDOW, distinct
-#    calls, each opening a window), and the submit path alone (--submit-only).
+#    with two service instances sharing the database, measured after a warm-up e2e in their
+#    process as the one-instance e2e is after the phases before it (INSTANCES2=0 skips it);
+#    both again at LOAD_CLIENTS clients, e2e with the service's default cache window
+#    (CACHE_WINDOW, distinct calls, each opening a window), and the submit path alone
+#    (--submit-only).
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
@@ -84,7 +84,8 @@ if [ "$INSTANCES2" = 1 ]; then
 	quiesce
 	# Two e2e phases, the first a warm-up: the one-instance e2e above runs in a process warmed by
 	# the phases before it (connections, prepared statements, caches, heap), and a cold first
-	# phase runs 8 to 15 % slower, which would be charged to the second instance.
+	# phase runs 8 to 15 % slower on a fresh database, and slower still on the one the phases
+	# above filled: that would be charged to the second instance.
 	"$work/switchyard" bench e2e e2e --instances 2 --clients "$CLIENTS" --total "$TOTAL" |
 		awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-two:" : "e2e-two-warmup:") } { print }' | tee -a "$work/bench.txt"
 fi
