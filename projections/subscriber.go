@@ -152,8 +152,10 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 		return err
 	}
 	defer sub.Close()
+	var started time.Time
 	for {
-		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize)
+		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize, started.Add(s.engine.opts.BatchInterval))
+		started = time.Now()
 		if !ok {
 			if err := sub.Err(); err != nil {
 				return err
@@ -166,8 +168,9 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 	}
 }
 
-// collect waits for one event, then takes whatever else is ready, up to max.
-func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int) ([]eventstore.RecordedEvent, bool) {
+// collect waits for one event, then gathers the events arriving until notBefore, then takes
+// whatever else is ready, up to max events.
+func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int, notBefore time.Time) ([]eventstore.RecordedEvent, bool) {
 	var batch []eventstore.RecordedEvent
 	select {
 	case ev, ok := <-events:
@@ -178,6 +181,12 @@ func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max in
 	case <-ctx.Done():
 		return nil, false
 	}
+	if wait := time.Until(notBefore); wait > 0 && len(batch) < max {
+		var open bool
+		if batch, open = gather(ctx, events, batch, max, wait); !open {
+			return batch, true
+		}
+	}
 	for len(batch) < max {
 		select {
 		case ev, ok := <-events:
@@ -186,6 +195,27 @@ func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max in
 			}
 			batch = append(batch, ev)
 		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// gather appends the events arriving within wait to batch, up to max; open is false once the
+// channel is closed.
+func gather(ctx context.Context, events <-chan eventstore.RecordedEvent, batch []eventstore.RecordedEvent, max int, wait time.Duration) (_ []eventstore.RecordedEvent, open bool) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for len(batch) < max {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, ev)
+		case <-timer.C:
+			return batch, true
+		case <-ctx.Done():
 			return batch, true
 		}
 	}
