@@ -34,6 +34,25 @@ type loaded[S any] struct {
 	exists   bool
 }
 
+// at reports the revision the state was folded to, and whether the stream exists: the cache
+// orders the states of one stream by it (stateCache.put).
+func (l loaded[S]) at() (uint64, bool) { return l.revision, l.exists }
+
+// revisioned is a cached state that knows its revision.
+type revisioned interface{ at() (uint64, bool) }
+
+// older reports that v is a state of an earlier revision than have.
+func older(v, have any) bool {
+	nv, ok1 := v.(revisioned)
+	hv, ok2 := have.(revisioned)
+	if !ok1 || !ok2 {
+		return false
+	}
+	nr, nexists := nv.at()
+	hr, hexists := hv.at()
+	return hexists && (!nexists || nr < hr)
+}
+
 func (l loaded[S]) expected() eventstore.ExpectedRevision {
 	if !l.exists {
 		return eventstore.NoStream()
@@ -226,9 +245,21 @@ func (c *stateCache) get(stream string) (any, bool) {
 	return v, ok
 }
 
+// put caches v for stream, unless the cache holds a later revision of it: a read that began
+// before an append of this process and ends after it must not take the cache back to before
+// that append. (A balance read for the advisory check racing a charge batch did, about once a
+// second: the next batch was then refused on revision, and the process took turns on its own
+// account for contendedFor as if another instance charged it.)
 func (c *stateCache) put(stream string, v any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	have, ok := c.young[stream]
+	if !ok {
+		have, ok = c.old[stream]
+	}
+	if ok && older(v, have) {
+		v = have
+	}
 	delete(c.old, stream)
 	c.putLocked(stream, v)
 }

@@ -32,3 +32,30 @@ func TestStateCacheKeepsWhatIsInUse(t *testing.T) {
 		t.Fatal("a dropped entry is still there")
 	}
 }
+
+// A state of an earlier revision never replaces a later one: a read that overlapped an append
+// of this process ends after the append cached its result.
+func TestStateCacheKeepsTheLaterRevision(t *testing.T) {
+	c := newStateCache(100)
+	c.put("billing-w", loaded[int]{state: 17, revision: 17, exists: true})
+	c.put("billing-w", loaded[int]{state: 10, revision: 10, exists: true})
+	if v, _ := c.get("billing-w"); v.(loaded[int]).revision != 17 {
+		t.Fatalf("cached revision %d after a stale put, want 17", v.(loaded[int]).revision)
+	}
+	c.put("billing-w", loaded[int]{})
+	if v, _ := c.get("billing-w"); v.(loaded[int]).revision != 17 {
+		t.Fatalf("cached revision %d after a put of no stream, want 17", v.(loaded[int]).revision)
+	}
+	c.put("billing-w", loaded[int]{state: 18, revision: 18, exists: true})
+	if v, _ := c.get("billing-w"); v.(loaded[int]).revision != 18 {
+		t.Fatalf("cached revision %d after a later put, want 18", v.(loaded[int]).revision)
+	}
+	// The same holds when the later state has aged into the old generation.
+	for i := range 60 {
+		c.put(fmt.Sprint("execution-", i), i)
+	}
+	c.put("billing-w", loaded[int]{state: 12, revision: 12, exists: true})
+	if v, _ := c.get("billing-w"); v.(loaded[int]).revision != 18 {
+		t.Fatalf("cached revision %d after a stale put over the old generation, want 18", v.(loaded[int]).revision)
+	}
+}
