@@ -154,7 +154,7 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 	defer sub.Close()
 	var started time.Time
 	for {
-		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize, started.Add(s.engine.opts.BatchInterval))
+		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize, started.Add(s.engine.opts.BatchInterval), sleep)
 		started = time.Now()
 		if !ok {
 			if err := sub.Err(); err != nil {
@@ -168,9 +168,12 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 	}
 }
 
-// collect waits for one event, then gathers the events arriving until notBefore, then takes
-// whatever else is ready, up to max events.
-func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int, notBefore time.Time) ([]eventstore.RecordedEvent, bool) {
+// collect waits for one event; when it comes before notBefore, it pauses until then, so that
+// the events arriving meanwhile join its batch; then it takes whatever is ready, up to max.
+// The pause does not wake for each event (the subscription's buffer holds them): under load
+// that would be a wake-up per event and projector.
+func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int, notBefore time.Time,
+	pause func(context.Context, time.Duration) bool) ([]eventstore.RecordedEvent, bool) {
 	var batch []eventstore.RecordedEvent
 	select {
 	case ev, ok := <-events:
@@ -181,11 +184,8 @@ func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max in
 	case <-ctx.Done():
 		return nil, false
 	}
-	if wait := time.Until(notBefore); wait > 0 && len(batch) < max {
-		var open bool
-		if batch, open = gather(ctx, events, batch, max, wait); !open {
-			return batch, true
-		}
+	if wait := time.Until(notBefore); wait > 0 && max > 1 && !pause(ctx, wait) {
+		return batch, true // ending: deliver fails on ctx
 	}
 	for len(batch) < max {
 		select {
@@ -195,27 +195,6 @@ func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max in
 			}
 			batch = append(batch, ev)
 		default:
-			return batch, true
-		}
-	}
-	return batch, true
-}
-
-// gather appends the events arriving within wait to batch, up to max; open is false once the
-// channel is closed.
-func gather(ctx context.Context, events <-chan eventstore.RecordedEvent, batch []eventstore.RecordedEvent, max int, wait time.Duration) (_ []eventstore.RecordedEvent, open bool) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for len(batch) < max {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return batch, false
-			}
-			batch = append(batch, ev)
-		case <-timer.C:
-			return batch, true
-		case <-ctx.Done():
 			return batch, true
 		}
 	}

@@ -8,74 +8,64 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-// collectResult runs collect in a goroutine and returns its batch, failing the test when it
-// does not return within a minute.
-func collectResult(t *testing.T, events <-chan eventstore.RecordedEvent, max int, notBefore time.Time) []eventstore.RecordedEvent {
-	t.Helper()
-	done := make(chan []eventstore.RecordedEvent, 1)
-	go func() {
-		batch, _ := collect(context.Background(), events, max, notBefore)
-		done <- batch
-	}()
-	select {
-	case batch := <-done:
-		return batch
-	case <-time.After(time.Minute):
-		t.Fatal("collect did not return")
-		return nil
+// arriving returns a pause that records the wait it was asked for and, instead of waiting,
+// sends n events with revisions from first on, as if they arrived during the pause.
+func arriving(events chan<- eventstore.RecordedEvent, first, n int, asked *time.Duration) func(context.Context, time.Duration) bool {
+	return func(_ context.Context, d time.Duration) bool {
+		*asked = d
+		for i := range n {
+			events <- eventstore.RecordedEvent{Revision: uint64(first + i)}
+		}
+		return true
 	}
 }
 
-// TestCollectGathersUntilNotBefore: events that arrive one by one after the first, before
-// notBefore, join the first's batch. Without the interval each would be a batch of its own
-// (the channel is unbuffered, so none is ready when collect looks).
+// TestCollectGathersUntilNotBefore: the events that arrive after the first, before notBefore,
+// join its batch, in order, up to max.
 func TestCollectGathersUntilNotBefore(t *testing.T) {
-	events := make(chan eventstore.RecordedEvent)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for i := range 3 {
-			select {
-			case events <- eventstore.RecordedEvent{Revision: uint64(i)}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	batch := collectResult(t, events, 3, time.Now().Add(time.Hour))
-	if len(batch) != 3 {
-		t.Fatalf("batch of %d events, want the 3 sent before notBefore", len(batch))
+	events := make(chan eventstore.RecordedEvent, 8)
+	events <- eventstore.RecordedEvent{Revision: 0}
+	var asked time.Duration
+	batch, ok := collect(context.Background(), events, 3, time.Now().Add(time.Hour), arriving(events, 1, 4, &asked))
+	if !ok || len(batch) != 3 {
+		t.Fatalf("batch of %d events (ok %v), want 3: the first and those that arrived before notBefore, up to max", len(batch), ok)
 	}
 	for i, ev := range batch {
 		if ev.Revision != uint64(i) {
 			t.Fatalf("event %d is revision %d: out of order", i, ev.Revision)
 		}
 	}
-}
-
-// TestCollectEndsAtNotBefore: with fewer events than max, the batch is applied once notBefore
-// passes, not held until it fills.
-func TestCollectEndsAtNotBefore(t *testing.T) {
-	events := make(chan eventstore.RecordedEvent, 1)
-	events <- eventstore.RecordedEvent{}
-	if batch := collectResult(t, events, 500, time.Now().Add(20*time.Millisecond)); len(batch) != 1 {
-		t.Fatalf("batch of %d events, want 1", len(batch))
+	if asked <= 0 || asked > time.Hour {
+		t.Fatalf("paused for %v, want the time left until notBefore", asked)
+	}
+	if len(events) != 2 {
+		t.Fatalf("%d events left for the next batch, want 2", len(events))
 	}
 }
 
-// TestCollectAfterAnIdleIntervalTakesOnlyWhatIsReady: a notBefore already past (the projector
-// was idle for its interval) applies the ready events at once, without waiting for more.
-func TestCollectAfterAnIdleIntervalTakesOnlyWhatIsReady(t *testing.T) {
-	events := make(chan eventstore.RecordedEvent, 4)
+// TestCollectAfterAnIdleIntervalDoesNotPause: when notBefore has passed (the projector was idle
+// for its interval) the ready events are applied at once.
+func TestCollectAfterAnIdleIntervalDoesNotPause(t *testing.T) {
+	events := make(chan eventstore.RecordedEvent, 8)
 	events <- eventstore.RecordedEvent{}
 	events <- eventstore.RecordedEvent{}
-	if batch := collectResult(t, events, 500, time.Now().Add(-time.Second)); len(batch) != 2 {
-		t.Fatalf("batch of %d events, want the 2 ready", len(batch))
+	var asked time.Duration
+	batch, _ := collect(context.Background(), events, 500, time.Now().Add(-time.Second), arriving(events, 2, 3, &asked))
+	if asked != 0 || len(batch) != 2 {
+		t.Fatalf("paused %v, batch of %d; want no pause and the 2 ready events", asked, len(batch))
 	}
-	// A closed channel ends the batch (and the subscription) without waiting for notBefore.
+}
+
+// TestCollectEndsOnAClosedSubscription: a closed channel ends the batch and, once empty, the
+// subscription.
+func TestCollectEndsOnAClosedSubscription(t *testing.T) {
+	events := make(chan eventstore.RecordedEvent, 2)
 	events <- eventstore.RecordedEvent{}
 	close(events)
-	if batch := collectResult(t, events, 500, time.Now().Add(time.Hour)); len(batch) != 1 {
-		t.Fatalf("batch of %d events from a closed channel, want 1", len(batch))
+	if batch, ok := collect(context.Background(), events, 500, time.Now().Add(time.Hour), func(context.Context, time.Duration) bool { return true }); !ok || len(batch) != 1 {
+		t.Fatalf("batch of %d (ok %v), want the 1 sent", len(batch), ok)
+	}
+	if _, ok := collect(context.Background(), events, 500, time.Time{}, sleep); ok {
+		t.Fatal("collect on a closed, empty subscription reported a batch")
 	}
 }
