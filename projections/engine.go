@@ -43,7 +43,7 @@ type EngineConfig struct {
 	BatchInterval time.Duration
 }
 
-// defaultBatchInterval: in `bench e2e` 20ms took about 14 % off the CPU per execution against
+// defaultBatchInterval: in `bench e2e` 20ms took about a tenth off the CPU per execution against
 // none (docs/performance.md, round 10), while keeping read models within a few tens of
 // milliseconds of the log under load.
 const defaultBatchInterval = 20 * time.Millisecond
