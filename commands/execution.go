@@ -44,16 +44,40 @@ func (h *Handler) checkBalance(ctx context.Context, workspaceID string, costMill
 			return nil
 		}
 	}
-	b, err := h.Balance(ctx, workspaceID)
+	total, err := h.readBalance(ctx, workspaceID)
 	if err != nil {
 		return err
 	}
-	h.balances.Store(workspaceID, seenBalance{total: b.Total(), at: h.now()})
-	if cost > b.Total() {
-		return fmt.Errorf("balance %s, cost %s: %w", b.Total(), cost, domain.ErrInsufficientCredits)
+	if cost > total {
+		return fmt.Errorf("balance %s, cost %s: %w", total, cost, domain.ErrInsufficientCredits)
 	}
 	return nil
 }
+
+// readBalance reads workspaceID's spendable balance and remembers it for checkBalance. The
+// submits that find the remembered balance expired together share one read: each would
+// otherwise read and decode the same charges, and where another process charges the account
+// that is every charge since the last read, once per waiting submit.
+func (h *Handler) readBalance(ctx context.Context, workspaceID string) (billing.Credits, error) {
+	v, err, _ := h.balanceReads.Do(workspaceID, func() (any, error) {
+		// One caller's cancellation must not fail the others sharing its read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), balanceReadTimeout)
+		defer cancel()
+		b, err := h.Balance(rctx, workspaceID)
+		if err != nil {
+			return billing.Credits(0), err
+		}
+		h.balances.Store(workspaceID, seenBalance{total: b.Total(), at: h.now()})
+		return b.Total(), nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return v.(billing.Credits), nil
+}
+
+// balanceReadTimeout bounds a shared balance read, which no single caller's context ends.
+const balanceReadTimeout = 10 * time.Second
 
 // balanceTTL is how long a balance read for the advisory submit check is reused.
 const balanceTTL = time.Second

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/seal"
@@ -26,6 +28,9 @@ type Handler struct {
 	cache *stateCache
 	// balances remembers recent balances for the advisory check of a submit.
 	balances sync.Map
+	// balanceReads lets one read of a workspace's account serve every submit whose balance
+	// expired at the same moment (checkBalance).
+	balanceReads singleflight.Group
 	// modules validates workflow components and submits and prices their runs.
 	modules *modules.Registry
 	// sealer seals the callback secrets of submits.
