@@ -68,6 +68,7 @@ func newBenchCmd() *cobra.Command {
 			if len(args) == 0 {
 				args = []string{"submit", "wait", "idle", "e2e"}
 			}
+			tuneGC(os.Getenv) // the service in this process runs as serve runs it
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o, args)
 		},
 	}

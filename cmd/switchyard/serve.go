@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -27,6 +28,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the HTTP service, projections and reactors (migrates the schema first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tuneGC(os.Getenv)
 			a, err := openServingApp(cmd.Context())
 			if err != nil {
 				return err
