@@ -6,7 +6,9 @@
 # 2. River's own benchmark (riverqueue/river cmd/river, pinned at RIVER_VERSION, built from
 #    the Go module proxy into a temporary directory): `river bench --duration` on a scratch
 #    database of the same server, for jobs inserted and worked per second.
-# 3. `switchyard bench` on a scratch database: submits without waiting from CLIENTS signed
+# 3. `switchyard bench floor`: the same signed clients against the service's SDK authentication
+#    alone, answered without a database (the least a submit can cost here).
+# 4. `switchyard bench` on a scratch database: submits without waiting from CLIENTS signed
 #    clients (executor running), waitForMs latency at RATE requests/s, waitForMs one caller at a
 #    time on an idle server, end-to-end executions/s for TOTAL executions; then the same e2e
 #    with two service instances sharing the database, measured after a warm-up e2e in their
@@ -78,8 +80,12 @@ fi
 go build -o "$work/switchyard" ./cmd/switchyard
 export DATABASE_URL="postgres://${PGUSER}@${PGHOST}:${PGPORT}/${SCRATCH_DB}?sslmode=disable" SWITCHYARD_DATA_DIR="$work/data" \
 	SWITCHYARD_LOG_LEVEL=warn
+# The signed-request floor: the same signed clients against the service's SDK authentication
+# alone, answered without a database. No submit costs less; with pgbench's insert it bounds
+# what the submit ratio can reach on this machine (printed at the end).
+"$work/switchyard" bench floor --clients "$CLIENTS" --duration "${DURATION}s" | tee "$work/bench.txt"
 quiesce
-"$work/switchyard" bench --clients "$CLIENTS" --duration "${DURATION}s" --rate "$RATE" --total "$TOTAL" --idle "$IDLE" | tee "$work/bench.txt"
+"$work/switchyard" bench --clients "$CLIENTS" --duration "${DURATION}s" --rate "$RATE" --total "$TOTAL" --idle "$IDLE" | tee -a "$work/bench.txt"
 if [ "$INSTANCES2" = 1 ]; then
 	quiesce
 	# Two e2e phases, the first a warm-up: the one-instance e2e above runs in a process warmed by
@@ -114,6 +120,7 @@ quiesce
 # field PREFIX UNIT: the number before UNIT on the line starting with PREFIX.
 field() { awk -v p="$1" -v u="$2" 'index($0, p) == 1 { for (i = 2; i <= NF; i++) if ($i == u) print $(i-1) }' "$work/bench.txt"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+floor="$(field floor: submits/s)"
 sps="$(field submit: submits/s)"
 sos="$(field submit-only: submits/s)"
 e2e="$(field e2e: executions/s)"
@@ -126,6 +133,10 @@ wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
 
 printf '\npgbench single-row inserts at %s clients: %.0f tps\n' "$CLIENTS" "$tps"
 [ -n "$jobs" ] && printf 'River %s bench: %s jobs/s\n' "$RIVER_VERSION" "$jobs"
+# ceiling: a submit that cost the floor plus one pgbench insert, both sharing the cores.
+ceiling="$(awk -v f="$floor" -v t="$tps" 'BEGIN { if (f == "" || t == "" || f == 0 || t == 0) print ""; else printf "%.0f", 1 / (1 / f + 1 / t) }')"
+printf 'signed-request floor (no database):     %s/s (ratio %s to pgbench)\n' "$floor" "$(ratio "$floor" "$tps")"
+[ -n "$ceiling" ] && printf 'floor plus one pgbench insert a submit:  %s/s (ratio %s to pgbench): the most a submit can reach here\n' "$ceiling" "$(ratio "$ceiling" "$tps")"
 printf 'submits, executions running alongside:  %s/s (ratio %s to pgbench; target 0.40)\n' "$sps" "$(ratio "$sps" "$tps")"
 printf 'submits alone (--submit-only):          %s/s (ratio %s to pgbench)\n' "$sos" "$(ratio "$sos" "$tps")"
 printf 'end-to-end executions:                  %s/s (ratio %s to River; target 0.15)\n' "$e2e" "$(ratio "$e2e" "$jobs")"

@@ -45,7 +45,7 @@ type benchOptions struct {
 func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [submit|wait|idle|e2e]...",
+		Use:   "bench [submit|wait|idle|e2e|floor]...",
 		Short: "Measure the SDK API on this machine: submit throughput, waitForMs latency, end-to-end executions/s",
 		Long: "bench starts the service in this process on a loopback port against DATABASE_URL (it migrates\n" +
 			"the schema and creates a throw-away workspace with credits and an API key), then drives it\n" +
@@ -53,7 +53,10 @@ func newBenchCmd() *cobra.Command {
 			"  submit  --clients concurrent signed submits of core.echo without waiting, for --duration\n" +
 			"  wait    submits with waitForMs at --rate requests/s for --duration; latency percentiles\n" +
 			"  idle    --idle submits with waitForMs one at a time (one caller, idle server); latency percentiles\n" +
-			"  e2e     --total submits, then waits until every one is COMPLETED and charged\n\n" +
+			"  e2e     --total submits, then waits until every one is COMPLETED and charged\n" +
+			"  floor   the submit phase against the service's SDK authentication alone (key, timestamp,\n" +
+			"          signature, replay guard and rate limit in memory) and a handler that answers\n" +
+			"          CREATED without a database: the least a submit can cost here (needs no database)\n\n" +
 			"Each phase starts once the executions of the one before have ended. With --instances 2,\n" +
 			"two service instances (each with its own pool, event store, executor and projections)\n" +
 			"share the database and the clients are spread over both; the run ends with the claims\n" +
@@ -62,14 +65,27 @@ func newBenchCmd() *cobra.Command {
 			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
-		ValidArgs: []string{"submit", "wait", "idle", "e2e"},
+		ValidArgs: []string{"submit", "wait", "idle", "e2e", "floor"},
 		Args:      cobra.OnlyValidArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				args = []string{"submit", "wait", "idle", "e2e"}
 			}
 			tuneGC(os.Getenv) // the service in this process runs as serve runs it
-			return runBench(cmd.Context(), cmd.OutOrStdout(), o, args)
+			var phases []string
+			for _, phase := range args {
+				if phase != "floor" {
+					phases = append(phases, phase)
+					continue
+				}
+				if err := runFloor(cmd.Context(), cmd.OutOrStdout(), o); err != nil {
+					return err
+				}
+			}
+			if len(phases) == 0 {
+				return nil // the floor needs no database
+			}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), o, phases)
 		},
 	}
 	cmd.Flags().IntVar(&o.clients, "clients", 32, "concurrent clients for submit and e2e")
