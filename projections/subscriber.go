@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -107,7 +108,7 @@ func HoldLock(ctx context.Context, cfg *pgx.ConnConfig, name string, fn func(con
 		defer done()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockKey(name)); err != nil {
+	if err := waitForLock(ctx, conn, lockKey(name), lockRetryInterval); err != nil {
 		return err
 	}
 	lockCtx, cancel := context.WithCancel(ctx)
@@ -120,6 +121,36 @@ func HoldLock(ctx context.Context, cfg *pgx.ConnConfig, name string, fn func(con
 	cancel()
 	<-watchDone
 	return err
+}
+
+// lockRetryInterval is how often a process waiting for a lock asks for it again: the most a
+// standby's takeover lags behind the holder's end.
+const lockRetryInterval = 500 * time.Millisecond
+
+// waitForLock takes the session advisory lock key on conn, asking again every interval (with
+// jitter, so that standbys do not ask in step) until it is granted or ctx ends. It never waits
+// inside a statement: a backend blocked in pg_advisory_lock holds its statement's snapshot all
+// the while, and with it the database's xmin horizon, so that no dead row version anywhere in
+// the database could be pruned or vacuumed for as long as a standby instance waited. Hot rows
+// (an account's stream row, its balance, the projection checkpoints) then grew HOT chains that
+// every read walked, without end.
+func waitForLock(ctx context.Context, conn *pgx.Conn, key int64, interval time.Duration) error {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil {
+			return err
+		}
+		if got {
+			return nil
+		}
+		wait := time.NewTimer(interval/2 + rand.N(interval))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return ctx.Err()
+		case <-wait.C:
+		}
+	}
 }
 
 func watchLock(ctx context.Context, conn *pgx.Conn, lost context.CancelFunc) {
