@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
@@ -50,7 +51,13 @@ func newEnv(t *testing.T) env {
 // startEngine runs an engine until the test ends or the returned stop is called.
 func (e env) startEngine(t *testing.T) (*projections.Engine, context.CancelFunc) {
 	t.Helper()
-	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond})
+	return e.startEngineWith(t, nil)
+}
+
+// startEngineWith is startEngine with the engine's metrics registered on reg.
+func (e env) startEngineWith(t *testing.T, reg prometheus.Registerer) (*projections.Engine, context.CancelFunc) {
+	t.Helper()
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,15 +299,44 @@ func TestUndecodableEventStopsProjectorAndFailsReadiness(t *testing.T) {
 	}
 }
 
+// running is how many projectors reg's engine runs, by name.
+func running(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "switchyard_projection_running" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "projector" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Each projector runs in one of two engines at a time; when one stops, the other takes its
+// projectors over and applies what came after.
 func TestOneInstancePerProjectorAndFailover(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	_, stopA := e.startEngine(t)
-	engB, _ := e.startEngine(t)
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	_, stopA := e.startEngineWith(t, regA)
+	engB, _ := e.startEngineWith(t, regB)
 	ids := e.seed(t, rand.New(rand.NewPCG(5, 6)), 1, 20)
 	e.caughtUp(t, engB)
 	n := len(projections.All())
-	waitLocks := func(granted, waiting int) {
+	// wantRunning waits until every projector runs in exactly one engine, B running wantB of
+	// them, and the database shows one granted advisory lock per projector and none waited for
+	// inside a statement (a standby asks again between statements: no snapshot held).
+	wantRunning := func(wantB int) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
@@ -310,18 +346,27 @@ func TestOneInstancePerProjectorAndFailover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g == granted && w == waiting {
+			a, b := running(t, regA), running(t, regB)
+			once, inB := 0, 0
+			for _, p := range projections.All() {
+				if a[p.Name()]+b[p.Name()] == 1 {
+					once++
+				}
+				inB += int(b[p.Name()])
+			}
+			if g == n && w == 0 && once == n && (wantB < 0 || inB == wantB) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("advisory locks: %d granted, %d waiting; want %d and %d", g, w, granted, waiting)
+				t.Fatalf("advisory locks: %d granted, %d waiting; %d of %d projectors run in exactly one engine, %d in B (want %d)",
+					g, w, once, n, inB, wantB)
 			}
-			time.Sleep(10 * time.Millisecond) // polling pg_locks: there is no event to wait on
+			time.Sleep(10 * time.Millisecond) // polling pg_locks and gauges: there is no event to wait on
 		}
 	}
-	waitLocks(n, n)
+	wantRunning(-1)
 	stopA()
-	waitLocks(n, 0)
+	wantRunning(n)
 	if _, err := e.cmds.TopUp(ctx, ids[0], billing.FromWhole(3), "after-failover"); err != nil {
 		t.Fatal(err)
 	}
