@@ -44,6 +44,7 @@ const (
 	DefaultPollInterval   = 250 * time.Millisecond
 	DefaultNotifyChannel  = "switchyard_events"
 	DefaultNotifyInterval = 5 * time.Millisecond
+	DefaultTailInterval   = 10 * time.Millisecond
 	DefaultBatchSize      = 1000
 	DefaultRetryTimeout   = 30 * time.Second
 	// MaxDefaultGroupConcurrency caps Config.GroupConcurrency's default. More groups in flight
@@ -67,6 +68,13 @@ type Config struct {
 	// cluster-wide lock at commit, so it is sent by a background goroutine, coalesced, and never
 	// inside an append. Default 5ms.
 	NotifyInterval time.Duration
+	// TailInterval is the least time between two reads of the log tail while it is woken
+	// again and again (a busy log wakes it for nearly every commit): each read then takes what
+	// committed meanwhile, in one round trip, instead of one read per wake-up. A wake-up after
+	// a quiet interval reads at once. Subscribers of a busy log see events up to this much
+	// later; none waits on them for an answer (waitForMs answers from the executor). Default
+	// 10ms; negative: no interval.
+	TailInterval time.Duration
 	// BatchSize is the number of events a subscription reads per query. Default 1000.
 	BatchSize int
 	// RetryTimeout is how long a subscription retries a failing read (connection lost, server
@@ -92,6 +100,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.NotifyInterval == 0 {
 		c.NotifyInterval = DefaultNotifyInterval
+	}
+	if c.TailInterval == 0 {
+		c.TailInterval = DefaultTailInterval
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize

@@ -42,6 +42,9 @@ type tail struct {
 	recentN int         // events in recent
 	kick    chan struct{}
 	once    sync.Once
+	// pause waits before a read until TailInterval has passed since the last one began
+	// (sleepCtx; tests replace it).
+	pause func(ctx context.Context, d time.Duration) bool
 }
 
 // Limits of the tail's memory, in events (multiples of Config.BatchSize).
@@ -191,9 +194,15 @@ func (t *tail) run() {
 	poll := time.NewTicker(s.opts.PollInterval)
 	defer poll.Stop()
 	var held heldWatch
+	var lastRead time.Time
+	pause := t.pause
+	if pause == nil {
+		pause = sleepCtx
+	}
 	for {
 		wake := s.wake.wait()
 		for !t.idle() {
+			lastRead = time.Now()
 			from := t.position()
 			res, err := s.readLog(s.ctx, from, s.opts.BatchSize, eventstore.Filter{})
 			if err != nil {
@@ -218,6 +227,9 @@ func (t *tail) run() {
 		case <-t.kick:
 		case <-poll.C:
 		case <-s.ctx.Done():
+			return
+		}
+		if wait := time.Until(lastRead.Add(s.opts.TailInterval)); wait > 0 && !pause(s.ctx, wait) {
 			return
 		}
 	}

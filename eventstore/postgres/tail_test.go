@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +87,71 @@ func TestTailEvictsSlowSubscriber(t *testing.T) {
 		}
 	}
 	pollUntil(t, "the slow subscription rejoined the tail", func() bool { return st.tail.memberCount() == 2 })
+}
+
+// TestTailReadsAtMostOncePerInterval: a tail woken again soon after a read pauses until
+// TailInterval has passed since that read began, so that one read takes what committed in the
+// meantime; every event is still delivered, in order.
+func TestTailReadsAtMostOncePerInterval(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{PollInterval: time.Hour, TailInterval: time.Hour})
+	var mu sync.Mutex
+	var asked []time.Duration
+	// The pause records what it was asked and returns at once: the test needs no clock.
+	st.tail.pause = func(_ context.Context, d time.Duration) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, d)
+		return true
+	}
+	ctx := testCtx(t)
+	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	for i := range 3 {
+		ev := event("Paced")
+		if _, err := st.Append(ctx, fmt.Sprintf("paced-%d", i), eventstore.NoStream(), ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(t, sub, 1)[0]; got.ID != ev.ID {
+			t.Fatalf("event %d: got %s, want %s", i, got.ID, ev.ID)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 {
+		t.Fatal("the tail read again at once after each wake-up: no pause was asked for")
+	}
+	for _, d := range asked {
+		if d <= 0 || d > time.Hour {
+			t.Fatalf("paused for %v, want the rest of the interval since the last read began", d)
+		}
+	}
+}
+
+// TestTailIntervalNegativeMeansNone: a negative TailInterval reads on every wake-up.
+func TestTailIntervalNegativeMeansNone(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{PollInterval: time.Hour, TailInterval: -1})
+	var paused atomic.Int32
+	st.tail.pause = func(context.Context, time.Duration) bool { paused.Add(1); return true }
+	ctx := testCtx(t)
+	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	for i := range 3 {
+		if _, err := st.Append(ctx, fmt.Sprintf("unpaced-%d", i), eventstore.NoStream(), event("Unpaced")); err != nil {
+			t.Fatal(err)
+		}
+		receive(t, sub, 1)
+	}
+	if n := paused.Load(); n != 0 {
+		t.Fatalf("%d pauses with a negative TailInterval", n)
+	}
 }
