@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -56,16 +57,18 @@ func benchFloor(ctx context.Context, o benchOptions) (int64, *errTally, time.Dur
 	srv := &http.Server{Handler: http.MaxBytesHandler(mux, 1<<20), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		_ = srv.Close()
-		<-served // http.ErrServerClosed: the figures are taken
-	}()
 	c, err := client.New("http://"+ln.Addr().String(), minted.APIKey, minted.APISecret, client.WithRetries(0))
-	if err != nil {
-		return 0, nil, 0, err
+	var n int64
+	var errs *errTally
+	var took time.Duration
+	if err == nil {
+		n, errs, took = benchSubmit(ctx, []*client.Client{c}, o.clients, o.duration)
 	}
-	n, errs, took := benchSubmit(ctx, []*client.Client{c}, o.clients, o.duration)
-	return n, errs, took, nil
+	_ = srv.Close() // ends Serve with http.ErrServerClosed
+	if serr := <-served; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = serr
+	}
+	return n, errs, took, err
 }
 
 // runFloor runs the floor phase and prints its line.
