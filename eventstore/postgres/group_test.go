@@ -210,12 +210,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	st := newStore(t, pool, Config{Registerer: reg})
 	ctx := testCtx(t)
-	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	sub := tailSubscription(t, ctx, st)
 	if _, err := st.Append(ctx, "metrics-1", eventstore.NoStream(), event("Counted")); err != nil {
 		t.Fatal(err)
 	}

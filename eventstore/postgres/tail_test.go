@@ -105,12 +105,7 @@ func TestTailReadsAtMostOncePerInterval(t *testing.T) {
 		return true
 	}
 	ctx := testCtx(t)
-	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	sub := tailSubscription(t, ctx, st)
 	for i := range 3 {
 		ev := event("Paced")
 		if _, err := st.Append(ctx, fmt.Sprintf("paced-%d", i), eventstore.NoStream(), ev); err != nil {
@@ -139,12 +134,7 @@ func TestTailIntervalNegativeMeansNone(t *testing.T) {
 	var paused atomic.Int32
 	st.tail.pause = func(context.Context, time.Duration) bool { paused.Add(1); return true }
 	ctx := testCtx(t)
-	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	sub := tailSubscription(t, ctx, st)
 	for i := range 3 {
 		if _, err := st.Append(ctx, fmt.Sprintf("unpaced-%d", i), eventstore.NoStream(), event("Unpaced")); err != nil {
 			t.Fatal(err)
@@ -154,4 +144,16 @@ func TestTailIntervalNegativeMeansNone(t *testing.T) {
 	if n := paused.Load(); n != 0 {
 		t.Fatalf("%d pauses with a negative TailInterval", n)
 	}
+}
+
+// tailSubscription subscribes to the whole log of st, as its tail's only member.
+func tailSubscription(t *testing.T, ctx context.Context, st *Store) eventstore.Subscription {
+	t.Helper()
+	sub, err := st.Subscribe(ctx, eventstore.Start, eventstore.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	pollUntil(t, "the subscription joined the tail", func() bool { return st.tail.memberCount() == 1 })
+	return sub
 }
