@@ -62,7 +62,7 @@ func TestAWaitingStandbyHoldsNoSnapshot(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the waiting standby was never idle without a snapshot (last seen: %q, xmin %v, %v)", state, deref(xmin), err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling pg_stat_activity: there is no event to wait on
 	}
 	select {
 	case <-took:
