@@ -59,7 +59,7 @@ func (h *Handler) checkBalance(ctx context.Context, workspaceID string, costMill
 // otherwise read and decode the same charges, and where another process charges the account
 // that is every charge since the last read, once per waiting submit.
 func (h *Handler) readBalance(ctx context.Context, workspaceID string) (billing.Credits, error) {
-	v, err, _ := h.balanceReads.Do(workspaceID, func() (any, error) {
+	read := h.balanceReads.DoChan(workspaceID, func() (any, error) {
 		// One caller's cancellation must not fail the others sharing its read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), balanceReadTimeout)
 		defer cancel()
@@ -70,10 +70,15 @@ func (h *Handler) readBalance(ctx context.Context, workspaceID string) (billing.
 		h.balances.Store(workspaceID, seenBalance{total: b.Total(), at: h.now()})
 		return b.Total(), nil
 	})
-	if err != nil {
-		return 0, err
+	select {
+	case r := <-read:
+		if r.Err != nil {
+			return 0, r.Err
+		}
+		return r.Val.(billing.Credits), nil
+	case <-ctx.Done():
+		return 0, ctx.Err() // the read goes on for the others sharing it
 	}
-	return v.(billing.Credits), nil
 }
 
 // balanceReadTimeout bounds a shared balance read, which no single caller's context ends.
