@@ -157,7 +157,7 @@ func (r *rig) registerApp(owner account, public bool, scopes []string) registere
 	if err := r.cmds.SubmitApp(ctx, id); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.cmds.ApproveApp(ctx, id, "staff"); err != nil {
+	if err := r.cmds.ApproveApp(ctx, id, "staff", 1); err != nil {
 		r.t.Fatal(err)
 	}
 	return registered{ClientID: id, Secret: secret, RedirectURI: redirect}
