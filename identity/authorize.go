@@ -115,7 +115,7 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/login?return_to="+url.QueryEscape("/oauth/authorize?"+req.query()), http.StatusSeeOther)
 		return
 	}
-	if !checkCSRF(r) {
+	if !p.checkCSRF(r) {
 		p.errorPage(w, http.StatusForbidden, "This form has expired", "Go back, reload the page and try again.")
 		return
 	}
