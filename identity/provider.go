@@ -124,7 +124,7 @@ type Provider struct {
 	secure   bool  // cookies carry Secure (an https issuer)
 	// sessionCookie and csrfCookie are the cookie names: with the __Host- prefix on https.
 	sessionCookie, csrfCookie string
-	pages    *pages
+	pages                     *pages
 }
 
 // New builds a provider; call Start (or Keys().EnsureKey) before serving.
