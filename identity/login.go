@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
 	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/internal/emailaddr"
 	"github.com/switchyard/switchyard/internal/password"
 )
 
@@ -222,9 +223,14 @@ var (
 )
 
 // signIn checks credentials under the throttle and starts a session. An unknown email costs the
-// same argon2id work as a wrong password, so timing does not reveal which accounts exist.
+// same argon2id work as a wrong password, so timing does not reveal which accounts exist. An
+// address no account can have (one that mixes scripts or reads as another, emailaddr) is a
+// validation error naming email, before any work: the refusal depends on the text alone.
 func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token string, wait time.Duration, err error) {
-	account := user.NormalizeEmail(email)
+	account, err := emailaddr.Canonical(email)
+	if err != nil {
+		return "", 0, err
+	}
 	settle, wait := p.throttle.attempt(account, addr)
 	if wait > 0 {
 		return "", wait, errThrottled
@@ -233,7 +239,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 		settle(attemptAborted)
 		return "", time.Second, errBusy
 	}
-	u, ok, err := p.checkPassword(ctx, account, pw)
+	u, ok, err := p.checkPassword(ctx, email, pw)
 	p.checks.release()
 	switch {
 	case err != nil:
@@ -253,9 +259,9 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 	return token, 0, err
 }
 
-// checkPassword reports whether pw is account's password.
-func (p *Provider) checkPassword(ctx context.Context, account, pw string) (user.State, bool, error) {
-	u, err := p.cmds.UserByEmail(ctx, account)
+// checkPassword reports whether pw is the password of the account with email.
+func (p *Provider) checkPassword(ctx context.Context, email, pw string) (user.State, bool, error) {
+	u, err := p.cmds.UserByEmail(ctx, email)
 	hash := u.PasswordHash
 	if err != nil {
 		if !errors.Is(err, domain.ErrNotFound) {
@@ -412,6 +418,9 @@ func (p *Provider) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBadCredentials):
 		data.Error = "That email and password do not match an account."
 		p.render(w, http.StatusUnauthorized, "login", "Sign in", data)
+	case errors.As(err, new(*domain.ValidationError)):
+		data.Error = "That is not an address an account can have: " + err.Error() + "."
+		p.render(w, http.StatusBadRequest, "login", "Sign in", data)
 	case err != nil:
 		p.failPage(w, "sign in", err)
 	default:

@@ -15,6 +15,11 @@ func TestIdentityCommands(t *testing.T) {
 	c := newCLI(t)
 	c.ok("migrate")
 	c.ok("admin", "user", "create", "--email", "dev@example.com", "--password", "password-123")
+	// A look-alike of that address (a Cyrillic е) is refused, naming the field.
+	if res := c.run("admin", "user", "create", "--email", "dеv@example.com", "--password", "password-123"); res.code == 0 ||
+		!strings.Contains(res.stderr, "email: the part before @ mixes scripts") {
+		t.Fatalf("look-alike user created: %s", res)
+	}
 
 	res := c.ok("admin", "app", "create", "--owner", "dev@example.com", "--name", "Acme", "--redirect-uri", "https://acme.example/cb",
 		"--redirect-uri", "http://127.0.0.1:7777/cb", "--scope", "openid", "--scope", "workspace:read", "--approve", "--json")
