@@ -11,16 +11,20 @@ import (
 
 // Access checks that c may act in the workspace with the required scope ("" for membership
 // alone), by the rules of domain/access. Every surface that acts for a person or a token on a
-// workspace calls it. A session's workspace is folded from the event store, so a role granted
-// a moment ago already counts; a token's is not loaded at all.
+// workspace calls it. The workspace is folded from the event store for sessions and tokens
+// alike: a role granted, changed or taken a moment ago already counts, and a token never acts
+// with more than its user's current role holds.
 func (h *Handler) Access(ctx context.Context, workspaceID string, c access.Caller, required string) (access.Grant, error) {
-	ws := workspace.State{ID: workspaceID}
-	if c.Session {
-		var err error
-		ws, err = h.Workspace(ctx, workspaceID)
-		if err != nil && !errors.Is(err, domain.ErrNotFound) {
-			return access.Grant{}, wrap("check access", err)
-		}
+	if !c.Session && c.WorkspaceID != workspaceID {
+		// Refused without a load: a token acts only on its own workspace.
+		return access.Check(workspace.State{ID: workspaceID}, c, required)
+	}
+	ws, err := h.Workspace(ctx, workspaceID)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return access.Grant{}, wrap("check access", err)
+	}
+	if err != nil {
+		ws = workspace.State{ID: workspaceID}
 	}
 	return access.Check(ws, c, required)
 }

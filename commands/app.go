@@ -38,7 +38,8 @@ func (h *Handler) RegisterApp(ctx context.Context, c RegisterApp) (string, error
 	return id, wrap("register app", err)
 }
 
-// UpdateApp replaces a draft's metadata; an approved app answers a conflict (409).
+// UpdateApp replaces the metadata of a draft or a submitted app (which goes back to draft: the
+// edit needs its own review); an approved app answers a conflict (409).
 func (h *Handler) UpdateApp(ctx context.Context, clientID string, m app.Metadata) error {
 	return h.onApp(ctx, "update app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideUpdate(s, m, h.now()) })
 }
@@ -48,10 +49,11 @@ func (h *Handler) SubmitApp(ctx context.Context, clientID string) error {
 	return h.onApp(ctx, "submit app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideSubmit(s, h.now()) })
 }
 
-// ApproveApp makes a submitted app live (staff only: the caller checks).
-func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string) error {
+// ApproveApp makes revision of a submitted app live (staff only: the caller checks). revision
+// is the one the reviewer saw; app.ErrRevisionChanged when the app changed since.
+func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string, revision int) error {
 	return h.onApp(ctx, "approve app", clientID, func(s app.State) ([]domain.Event, error) {
-		return app.DecideApprove(s, reviewerID, h.now())
+		return app.DecideApprove(s, reviewerID, revision, h.now())
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/grant"
 	"github.com/switchyard/switchyard/eventstore"
 )
@@ -56,8 +57,19 @@ type GrantAuthorization struct {
 }
 
 // GrantAuthorization records a consent bound to one workspace and returns its id and the
-// authorization code (the code exists only in this return value).
+// authorization code (the code exists only in this return value). Only a member of the
+// workspace consents, and only to what their role holds there: requested scopes beyond the
+// role are dropped (access.WithinRole; the consent page said which).
 func (h *Handler) GrantAuthorization(ctx context.Context, c GrantAuthorization) (id, code string, err error) {
+	ws, err := h.Workspace(ctx, c.WorkspaceID)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return "", "", wrap("grant authorization", err)
+	}
+	role := ws.Members[c.UserID]
+	if role == "" {
+		return "", "", fmt.Errorf("grant authorization: %w", access.ErrNotMember)
+	}
+	c.Scopes, _ = access.WithinRole(role, c.Scopes)
 	id = uuid.NewString()
 	code, err = newAuthorizationToken(id)
 	if err != nil {

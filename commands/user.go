@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/emailaddr"
 	"github.com/switchyard/switchyard/internal/password"
 )
 
@@ -29,19 +31,21 @@ type RegisterUser struct {
 // UserStream is the stream of a user.
 func UserStream(id string) string { return eventstore.StreamName(user.Category, id) }
 
-// EmailStream is the reservation stream of an email address. The address is hashed so stream
-// names carry no personal data.
+// EmailStream is the reservation stream of an email address in its canonical form
+// (emailaddr.Canonical). The address is hashed so stream names carry no personal data.
 func EmailStream(email string) string {
-	sum := sha256.Sum256([]byte(user.NormalizeEmail(email)))
+	sum := sha256.Sum256([]byte(email))
 	return eventstore.StreamName(user.EmailCategory, hex.EncodeToString(sum[:16]))
 }
 
-// RegisterUser creates a user with a unique email and returns its id. The email is reserved
+// RegisterUser creates a user with a unique email and returns its id. The email is taken in its
+// canonical form, and one that mixes scripts or reads as another is refused (a 400 naming
+// email), so a look-alike of an address cannot become a second account. The email is reserved
 // first; a registration that crashed between the two appends is completed by a retry, which
 // finds the reservation pointing at a user that does not exist yet.
 func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, error) {
-	email := user.NormalizeEmail(c.Email)
-	if err := user.ValidateEmail(email); err != nil {
+	email, err := emailaddr.Canonical(c.Email)
+	if err != nil {
 		return "", err
 	}
 	if err := user.ValidatePassword(c.Password); err != nil {
@@ -50,6 +54,16 @@ func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, err
 	hash, err := password.Hash(c.Password)
 	if err != nil {
 		return "", err
+	}
+	if legacy := emailaddr.Legacy(c.Email); legacy != email {
+		// An account registered before addresses were made canonical holds this form.
+		old, err := load(ctx, h, EmailStream(legacy), reservationAgg)
+		if err != nil {
+			return "", err
+		}
+		if old.state.Taken {
+			return "", fmt.Errorf("user %s: %w", email, domain.ErrAlreadyExists)
+		}
 	}
 	id := uuid.NewString()
 	res, err := load(ctx, h, EmailStream(email), reservationAgg)
@@ -79,16 +93,24 @@ func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, err
 }
 
 // UserByEmail returns the user registered with email, read from the event store so it is
-// consistent even before projections catch up.
+// consistent even before projections catch up. email is looked up in its canonical form (an
+// address RegisterUser would refuse is refused here too, a 400 naming email), then, for an
+// account registered before addresses were made canonical, as it was stored then.
 func (h *Handler) UserByEmail(ctx context.Context, email string) (user.State, error) {
-	res, err := load(ctx, h, EmailStream(email), reservationAgg)
+	canonical, err := emailaddr.Canonical(email)
 	if err != nil {
 		return user.State{}, err
 	}
-	if !res.state.Taken {
-		return user.State{}, fmt.Errorf("user %s: %w", user.NormalizeEmail(email), domain.ErrNotFound)
+	for _, key := range slices.Compact([]string{canonical, emailaddr.Legacy(email)}) {
+		res, err := load(ctx, h, EmailStream(key), reservationAgg)
+		if err != nil {
+			return user.State{}, err
+		}
+		if res.state.Taken {
+			return h.User(ctx, res.state.UserID)
+		}
 	}
-	return h.User(ctx, res.state.UserID)
+	return user.State{}, fmt.Errorf("user %s: %w", canonical, domain.ErrNotFound)
 }
 
 // User returns the user with id.

@@ -2,6 +2,8 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 
@@ -70,12 +72,13 @@ type appJSON struct {
 	ClientID  string       `json:"clientId"`
 	Public    bool         `json:"public"`
 	Status    string       `json:"status"`
+	Revision  int          `json:"revision"`
 	HasSecret bool         `json:"hasSecret"`
 	Metadata  app.Metadata `json:"metadata"`
 }
 
 func toJSON(a app.State) appJSON {
-	return appJSON{ClientID: a.ClientID, Public: a.Public, Status: a.Status, HasSecret: a.SecretHash != "", Metadata: a.Metadata}
+	return appJSON{ClientID: a.ClientID, Public: a.Public, Status: a.Status, Revision: a.Revision, HasSecret: a.SecretHash != "", Metadata: a.Metadata}
 }
 
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -197,7 +200,16 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 	id := mux.Vars(r)["clientId"]
 	var err error
 	if mux.Vars(r)["action"] == "approve" {
-		err = c.cmds.ApproveApp(ctx, id, u.ID)
+		// The revision the reviewer saw (GET /v1/developer/apps/{clientId}): an app changed
+		// since is refused with 409.
+		var b struct {
+			Revision int `json:"revision"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+			httperr.Write(w, http.StatusBadRequest, "body must be a JSON object with revision: "+err.Error())
+			return
+		}
+		err = c.cmds.ApproveApp(ctx, id, u.ID, b.Revision)
 	} else {
 		var b struct {
 			Reason string `json:"reason"`

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -96,6 +97,9 @@ func (c *Console) devApp(q *request) {
 		switch q.r.PostForm.Get("action") {
 		case "edit":
 			err, notice = c.cmds.UpdateApp(ctx, id, metadataFromForm(q.r.PostForm)), "Saved."
+			if a.Status == app.StatusSubmitted {
+				notice = "Saved. The edit took the app out of the review queue: submit it again when it is ready."
+			}
 		case "submit":
 			err, notice = c.cmds.SubmitApp(ctx, id), "Submitted for review."
 		case "secret":
@@ -119,43 +123,76 @@ func (c *Console) devApp(q *request) {
 }
 
 type reviewData struct {
-	Submitted []projections.AppRow
+	Submitted []app.State
 	Approved  []projections.AppRow
 }
 
-// review is the staff's app review queue.
+// review is the staff's app review queue. Each app waiting is shown as folded from its stream
+// with its revision, and the approve form names that revision: an app edited after the page
+// was loaded is not approved as edited (app.ErrRevisionChanged), the page says so and shows it
+// again as it now is.
 func (c *Console) review(q *request) {
 	if !q.user.Staff {
 		c.errorPage(q, http.StatusForbidden, "Staff only", "The review queue is for Switchyard staff; an operator can make you staff from the command line (docs/console.md).")
 		return
 	}
-	notice, errText := "", ""
+	status, notice, errText := http.StatusOK, "", ""
 	if q.r.Method == http.MethodPost {
-		id := q.r.PostForm.Get("client_id")
-		var err error
-		if q.r.PostForm.Get("action") == "approve" {
-			err = c.cmds.ApproveApp(q.acting(), id, q.user.ID)
+		if err := c.reviewAction(q); err != nil {
+			status, _, errText = words(err, "")
+			if errors.Is(err, app.ErrRevisionChanged) {
+				errText = "Not approved: the app changed after this page was loaded. Review it again as it is now."
+			}
 		} else {
-			// Reverting sends the app back to draft: its tokens stop working at once (every
-			// check requires a live app); its authorizations stay, so users need not consent
-			// again once it is approved again.
-			err = c.cmds.RevertApp(q.acting(), id, q.user.ID, q.r.PostForm.Get("reason"))
-		}
-		notice = "Done."
-		if err != nil {
-			notice, errText = "", message(err)
+			notice = "Done."
 		}
 	}
 	var d reviewData
-	var err error
-	if d.Submitted, err = c.q.AppsWithStatus(q.ctx(), app.StatusSubmitted); err == nil {
+	waiting, err := c.q.AppsWithStatus(q.ctx(), app.StatusSubmitted)
+	if err == nil {
+		d.Submitted, err = c.submittedNow(q.ctx(), waiting)
+	}
+	if err == nil {
 		d.Approved, err = c.q.AppsWithStatus(q.ctx(), app.StatusApproved)
 	}
 	if err != nil {
 		c.fail(q, err)
 		return
 	}
-	c.renderView(q, http.StatusOK, "review", "Review queue", d, notice, errText)
+	c.renderView(q, status, "review", "Review queue", d, notice, errText)
+}
+
+// reviewAction approves (the revision the form names) or reverts the form's app.
+func (c *Console) reviewAction(q *request) error {
+	f := q.r.PostForm
+	id := f.Get("client_id")
+	if f.Get("action") == "approve" {
+		rev, err := strconv.Atoi(f.Get("revision"))
+		if err != nil || rev <= 0 {
+			return domain.Invalid("revision", "must be the revision shown on the review page")
+		}
+		return c.cmds.ApproveApp(q.acting(), id, q.user.ID, rev)
+	}
+	// Reverting sends the app back to draft: its tokens stop working at once (every check
+	// requires a live app); its authorizations stay, so users need not consent again once it
+	// is approved again.
+	return c.cmds.RevertApp(q.acting(), id, q.user.ID, f.Get("reason"))
+}
+
+// submittedNow folds each app the read model lists as submitted, so what the reviewer sees and
+// the revision the form names come from one state; an app no longer submitted is left out.
+func (c *Console) submittedNow(ctx context.Context, rows []projections.AppRow) ([]app.State, error) {
+	out := make([]app.State, 0, len(rows))
+	for _, row := range rows {
+		a, err := c.cmds.App(ctx, row.ClientID)
+		if err != nil {
+			return nil, err
+		}
+		if a.Status == app.StatusSubmitted {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 type connectedData struct {

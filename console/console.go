@@ -146,7 +146,7 @@ func (c *Console) page(section, scope string, h handler) http.HandlerFunc {
 		}
 		q := &request{w: w, r: r, section: section}
 		if r.Method == http.MethodPost {
-			if err := r.ParseForm(); err != nil || !identity.CheckCSRF(r) {
+			if err := r.ParseForm(); err != nil || !c.idp.CheckCSRF(r) {
 				c.errorPage(q, http.StatusForbidden, "This form has expired", "Go back, reload the page and try again.")
 				return
 			}

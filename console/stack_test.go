@@ -5,11 +5,13 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,13 +209,8 @@ func (s *stack) client(t *testing.T, p person) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(s.srv.URL + "/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	form := url.Values{"csrf_token": {s.csrf(c)}, "email": {p.Email}, "password": {password}, "return_to": {"/"}}
-	resp, err = c.PostForm(s.srv.URL+"/login", form)
+	form := url.Values{"csrf_token": {s.csrfFrom(t, c, "/login")}, "email": {p.Email}, "password": {password}, "return_to": {"/"}}
+	resp, err := c.PostForm(s.srv.URL+"/login", form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,15 +221,18 @@ func (s *stack) client(t *testing.T, p person) *http.Client {
 	return c
 }
 
-// csrf is the client's CSRF cookie, which forms repeat.
-func (s *stack) csrf(c *http.Client) string {
-	u, _ := url.Parse(s.srv.URL)
-	for _, ck := range c.Jar.Cookies(u) {
-		if ck.Name == identity.CSRFCookie {
-			return ck.Value
-		}
+var csrfFieldRE = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// csrfFrom is the CSRF token of the form on page path, made for the client's session (or, on
+// the sign-in page, for its CSRF cookie).
+func (s *stack) csrfFrom(t *testing.T, c *http.Client, path string) string {
+	t.Helper()
+	st, body := s.get(t, c, path)
+	m := csrfFieldRE.FindStringSubmatch(body)
+	if st != http.StatusOK || m == nil {
+		t.Fatalf("no CSRF token on %s: %d", path, st)
 	}
-	return ""
+	return html.UnescapeString(m[1])
 }
 
 func (s *stack) get(t *testing.T, c *http.Client, path string) (int, string) {
@@ -248,7 +248,7 @@ func (s *stack) get(t *testing.T, c *http.Client, path string) (int, string) {
 func (s *stack) post(t *testing.T, c *http.Client, path string, form url.Values) (int, string) {
 	t.Helper()
 	if form.Get("csrf_token") == "" {
-		form.Set("csrf_token", s.csrf(c))
+		form.Set("csrf_token", s.csrfFrom(t, c, "/logout"))
 	}
 	resp, err := c.PostForm(s.srv.URL+path, form)
 	if err != nil {

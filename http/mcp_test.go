@@ -56,6 +56,23 @@ func newMCPStack(t *testing.T, rate float64, burst int) *mcpStack {
 	return &mcpStack{env: env, srv: srv, bearer: bearer}
 }
 
+// owner is the user id of the workspace's owner: an app's token acts for a member, with no more
+// than the member's role holds.
+func (s *mcpStack) owner(t *testing.T, ws string) string {
+	t.Helper()
+	st, err := s.env.Cmds.Workspace(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, role := range st.Members {
+		if role == "owner" {
+			return id
+		}
+	}
+	t.Fatalf("workspace %s has no owner", ws)
+	return ""
+}
+
 // tokenHeader adds X-Mcp-Token to every request of an MCP client.
 type tokenHeader struct {
 	token string
@@ -332,7 +349,7 @@ func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {
 
 	t.Run("a revoked token fails at once", func(t *testing.T) {
 		admin := "admin-" + ws
-		s.bearer[admin] = identity.Principal{UserID: "u1", ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin}}
+		s.bearer[admin] = identity.Principal{UserID: s.owner(t, ws), ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin}}
 		resp, body := s.bearerDo(t, http.MethodDelete, "/v1/workspaces/"+ws+"/mcp-tokens/"+tok.ID, admin, "")
 		if resp.StatusCode != http.StatusNoContent {
 			t.Fatalf("revoke: %d %s", resp.StatusCode, body)
@@ -427,10 +444,10 @@ func TestMCPTokenWorkspaceEndpoints(t *testing.T) {
 	s := newMCPStack(t, 10000, 10000)
 	ws := s.env.Workspace(t, 10)
 	other := s.env.Workspace(t, 10)
-	s.bearer["admin"] = identity.Principal{UserID: "u1", ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin}}
-	s.bearer["reader"] = identity.Principal{UserID: "u1", ClientID: "app", WorkspaceID: ws,
+	s.bearer["admin"] = identity.Principal{UserID: s.owner(t, ws), ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin}}
+	s.bearer["reader"] = identity.Principal{UserID: s.owner(t, ws), ClientID: "app", WorkspaceID: ws,
 		Scopes: []string{identity.ScopeWorkspaceRead, identity.ScopeReadBilling, identity.ScopeAPIKeys}}
-	s.bearer["other-admin"] = identity.Principal{UserID: "u2", ClientID: "app", WorkspaceID: other, Scopes: []string{identity.ScopeWorkspaceAdmin}}
+	s.bearer["other-admin"] = identity.Principal{UserID: s.owner(t, other), ClientID: "app", WorkspaceID: other, Scopes: []string{identity.ScopeWorkspaceAdmin}}
 	base := "/v1/workspaces/" + ws + "/mcp-tokens"
 
 	resp, body := s.bearerDo(t, http.MethodPost, base, "admin", `{"label":"claude desktop","expiresAt":"2099-01-01T00:00:00Z"}`)

@@ -505,7 +505,8 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{http.MethodPost, appPath + "/secret", "", http.StatusOK},
 		{http.MethodPost, appPath + "/submit", "", http.StatusOK},
 		{http.MethodGet, "/v1/review/apps", "", http.StatusOK},
-		{http.MethodPost, "/v1/review/apps/" + app["clientId"].(string) + "/approve", "", http.StatusOK},
+		{http.MethodPost, "/v1/review/apps/" + app["clientId"].(string) + "/approve", `{"revision":1}`, http.StatusConflict},
+		{http.MethodPost, "/v1/review/apps/" + app["clientId"].(string) + "/approve", `{"revision":2}`, http.StatusOK},
 		{http.MethodPost, "/v1/review/apps/" + app["clientId"].(string) + "/revert", `{"reason":"docs"}`, http.StatusOK},
 		{http.MethodGet, "/v1/developer/apps/" + uuid.NewString(), "", http.StatusNotFound},
 	} {

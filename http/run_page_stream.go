@@ -22,10 +22,17 @@ import (
 type RunPageStream struct {
 	Cmds *commands.Handler
 	Hub  *livehub.Hub
-	// Auth verifies the session cookie's JWT; identity.Provider is one.
-	Auth BearerVerifier
+	// Auth names and verifies the session cookie; identity.Provider is one.
+	Auth SessionVerifier
 	// Heartbeat is the interval of :ping comments on the page's stream (15s when 0).
 	Heartbeat time.Duration
+}
+
+// SessionVerifier verifies bearer tokens and names the session cookie that carries one
+// (__Host-sy_session on https); identity.Provider is one.
+type SessionVerifier interface {
+	BearerVerifier
+	SessionCookieName() string
 }
 
 // Mount adds the stream to the root router.
@@ -36,7 +43,7 @@ func (d *RunPageStream) Mount(root *mux.Router) {
 // signedIn returns the user id of the request's session cookie, "" when there is no live
 // session. Only a session JWT counts: an app's access token in the cookie is refused.
 func (d *RunPageStream) signedIn(r *http.Request) (string, error) {
-	c, err := r.Cookie(identity.SessionCookie)
+	c, err := r.Cookie(d.Auth.SessionCookieName())
 	if err != nil || c.Value == "" {
 		return "", nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/grant"
 	"github.com/switchyard/switchyard/internal/dbfail"
@@ -114,7 +115,7 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/login?return_to="+url.QueryEscape("/oauth/authorize?"+req.query()), http.StatusSeeOther)
 		return
 	}
-	if !checkCSRF(r) {
+	if !p.checkCSRF(r) {
 		p.errorPage(w, http.StatusForbidden, "This form has expired", "Go back, reload the page and try again.")
 		return
 	}
@@ -202,7 +203,18 @@ type authPageData struct {
 	Workspaces []workspaceChoice
 	Workspace  workspaceChoice
 	Scopes     []consentScope
-	Error      string
+	// Withheld are the requested scopes beyond the person's role, which consent does not grant.
+	Withheld []consentScope
+	Error    string
+}
+
+// describe gives each scope its plain words for the consent page.
+func describe(scopes []string) []consentScope {
+	out := make([]consentScope, 0, len(scopes))
+	for _, s := range scopes {
+		out = append(out, consentScope{Name: s, Description: app.ScopeDescription(s)})
+	}
+	return out
 }
 
 func (p *Provider) pickOrConsent(w http.ResponseWriter, r *http.Request, req authRequest, pr Principal, workspaceID string) {
@@ -214,11 +226,10 @@ func (p *Provider) pickOrConsent(w http.ResponseWriter, r *http.Request, req aut
 	data := authPageData{CSRF: p.csrfToken(w, r), App: req.app, Req: req, UserEmail: u.Email}
 	if workspaceID != "" {
 		ws, err := p.cmds.Workspace(r.Context(), workspaceID)
-		if err == nil && ws.Members[pr.UserID] != "" {
-			data.Workspace = workspaceChoice{ID: ws.ID, Name: ws.Name, Role: ws.Members[pr.UserID]}
-			for _, s := range req.scopes {
-				data.Scopes = append(data.Scopes, consentScope{Name: s, Description: app.ScopeDescription(s)})
-			}
+		if role := ws.Members[pr.UserID]; err == nil && role != "" {
+			data.Workspace = workspaceChoice{ID: ws.ID, Name: ws.Name, Role: role}
+			granted, beyond := access.WithinRole(role, req.scopes)
+			data.Scopes, data.Withheld = describe(granted), describe(beyond)
 			p.render(w, http.StatusOK, "consent", "Allow "+req.app.Metadata.Name+"?", data)
 			return
 		}
@@ -251,13 +262,20 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 		p.errorPage(w, http.StatusForbidden, "Not a member", "You are not a member of that workspace.")
 		return
 	}
+	// What the page offered: the requested scopes the person's role holds (GrantAuthorization
+	// drops the others again, against the role it reads itself).
+	scopes, _ := access.WithinRole(ws.Members[pr.UserID], req.scopes)
+	if len(scopes) == 0 {
+		p.redirectError(w, r, req, "access_denied", "none of the requested scopes is within the user's role in the workspace")
+		return
+	}
 	ctx := commands.WithMetadata(r.Context(), commands.Metadata{Actor: pr.UserID, Source: "oauth-consent"})
 	earlier, err := p.queries.LiveAuthorizationIDs(ctx, pr.UserID, req.app.ClientID, ws.ID)
 	if err != nil {
 		p.log.WithError(err).Error("authorize: earlier authorizations")
 	}
 	_, code, err := p.cmds.GrantAuthorization(ctx, commands.GrantAuthorization{UserID: pr.UserID, ClientID: req.app.ClientID,
-		WorkspaceID: ws.ID, Scopes: req.scopes, CodeChallenge: req.get("code_challenge"), RedirectURI: req.get("redirect_uri"),
+		WorkspaceID: ws.ID, Scopes: scopes, CodeChallenge: req.get("code_challenge"), RedirectURI: req.get("redirect_uri"),
 		Nonce: req.get("nonce"), AuthTime: p.sessionAuthTime(r), CodeTTL: p.opts.CodeTTL})
 	if err != nil {
 		code := "server_error"

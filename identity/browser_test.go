@@ -50,7 +50,7 @@ func TestBrowserSignInAndConsent(t *testing.T) {
 	}
 	for _, step := range []func() error{
 		func() error { return r.cmds.SubmitApp(ctx, clientID) },
-		func() error { return r.cmds.ApproveApp(ctx, clientID, "staff") },
+		func() error { return r.cmds.ApproveApp(ctx, clientID, "staff", 1) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)

@@ -69,7 +69,7 @@ func TestDashboardPages(t *testing.T) {
 	if q.status != 200 || !strings.Contains(q.body, "Widget") {
 		t.Fatalf("review queue: %d", q.status)
 	}
-	if p := sb.do("POST", "/review", url.Values{"csrf_token": {hidden(q.body).Get("csrf_token")}, "client_id": {clientID}, "action": {"approve"}}); p.status != 200 {
+	if p := sb.do("POST", "/review", reviewForm(q.body, clientID, "approve")); p.status != 200 {
 		t.Fatalf("approve: %d", p.status)
 	}
 	if p := b.do("GET", "/review", nil); p.status != http.StatusForbidden {
@@ -101,5 +101,86 @@ func TestDashboardPages(t *testing.T) {
 	}
 	if st, _ := r.api("GET", "/v1/workspaces/"+ws+"/workflows", tok["access_token"].(string), nil); st != 401 {
 		t.Fatalf("token after disconnect: %d", st)
+	}
+}
+
+// reviewForm is the review page's form of one app, with the action.
+func reviewForm(body, clientID, action string) url.Values {
+	f := url.Values{"csrf_token": {hidden(body).Get("csrf_token")}, "client_id": {clientID}, "action": {action}}
+	if m := regexp.MustCompile(`name="client_id" value="` + clientID + `"><input type="hidden" name="revision" value="(\d+)"`).FindStringSubmatch(body); m != nil {
+		f.Set("revision", m[1])
+	}
+	return f
+}
+
+// TestReviewApprovesTheRevisionSeen: a developer edits a submitted app while it waits (which
+// takes it back to draft) and submits it again; the reviewer's approval from the page loaded
+// before is refused, the page says why and shows the app as it is now; approving that works.
+func TestReviewApprovesTheRevisionSeen(t *testing.T) {
+	r := newRig(t)
+	dev, staff := r.user(false), r.user(true)
+	b, sb := r.browser(), r.browser()
+	b.signIn(dev)
+	sb.signIn(staff)
+	f := hidden(b.do("GET", "/developer/apps", nil).body)
+	f.Set("name", "Honest Reports")
+	f.Set("redirect_uris", "https://honest.example/cb")
+	f["scopes"] = []string{"openid", "workspace:read"}
+	created := b.do("POST", "/developer/apps", f)
+	clientID := strings.TrimPrefix(created.location, "/developer/apps/")
+	form := func(action string, extra url.Values) url.Values {
+		v := url.Values{"csrf_token": {hidden(b.do("GET", created.location, nil).body).Get("csrf_token")}, "action": {action}}
+		for k, x := range extra {
+			v[k] = x
+		}
+		return v
+	}
+	if p := b.do("POST", created.location, form("submit", nil)); p.status != 200 {
+		t.Fatalf("submit: %d", p.status)
+	}
+	r.env.CaughtUp(t, "apps")
+	seen := sb.do("GET", "/review", nil)
+	if !strings.Contains(seen.body, "Honest Reports") || reviewForm(seen.body, clientID, "approve").Get("revision") != "1" {
+		t.Fatalf("review page does not carry revision 1:\n%s", seen.body)
+	}
+
+	swap := url.Values{"name": {"Evil Reports"}, "redirect_uris": {"https://evil.example/cb"}, "scopes": {"openid", "workspace:admin"}}
+	edited := b.do("POST", created.location, form("edit", swap))
+	if edited.status != 200 || !strings.Contains(edited.body, "out of the review queue") {
+		t.Fatalf("edit of a submitted app: %d %s", edited.status, edited.body)
+	}
+	if a, _ := r.cmds.App(t.Context(), clientID); a.Status != "draft" || a.Revision != 2 {
+		t.Fatalf("after the edit: status %s revision %d, want draft 2", a.Status, a.Revision)
+	}
+	// Approving what was seen, while the edit is a draft, and after it was submitted again.
+	for _, resubmit := range []bool{false, true} {
+		if resubmit {
+			if p := b.do("POST", created.location, form("submit", nil)); p.status != 200 {
+				t.Fatalf("submit again: %d", p.status)
+			}
+		}
+		p := sb.do("POST", "/review", reviewForm(seen.body, clientID, "approve"))
+		if p.status != http.StatusConflict || !strings.Contains(p.body, "changed after this page was loaded") {
+			t.Fatalf("approve of the revision seen (resubmitted %v): %d %s", resubmit, p.status, p.body)
+		}
+		if a, _ := r.cmds.App(t.Context(), clientID); a.Live() {
+			t.Fatal("the edited app went live")
+		}
+	}
+	r.env.CaughtUp(t, "apps")
+	now := sb.do("GET", "/review", nil)
+	if !strings.Contains(now.body, "Evil Reports") || reviewForm(now.body, clientID, "approve").Get("revision") != "2" {
+		t.Fatalf("review page after the edit:\n%s", now.body)
+	}
+	if p := sb.do("POST", "/review", reviewForm(now.body, clientID, "approve")); p.status != 200 {
+		t.Fatalf("approve of the current revision: %d", p.status)
+	}
+	if a, _ := r.cmds.App(t.Context(), clientID); !a.Live() || a.Metadata.Name != "Evil Reports" {
+		t.Fatalf("after approval: %+v", a)
+	}
+	// The JSON twin names the revision too.
+	_, login := r.api("POST", "/v1/auth/login", "", map[string]any{"email": staff.Email, "password": testPassword})
+	if st, body := r.api("POST", "/v1/review/apps/"+clientID+"/approve", login["token"].(string), map[string]any{}); st != 400 || !strings.Contains(body["message"].(string), "revision") {
+		t.Fatalf("API approve without a revision: %d %v", st, body)
 	}
 }

@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,15 +20,20 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
 	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/internal/emailaddr"
 	"github.com/switchyard/switchyard/internal/password"
 )
 
-// Cookie names. The session cookie holds the session JWT; the CSRF cookie the double-submit
-// token every form repeats in a hidden field.
+// Cookie names on plain http (a loopback development service). The session cookie holds the
+// session JWT; the CSRF cookie a random value that binds the sign-in form's token before there
+// is a session. On https both carry the __Host- prefix (SecureCookiePrefix): a browser accepts
+// such a cookie only from this origin, Secure, with Path=/ and no Domain, so a sibling
+// subdomain cannot plant one.
 const (
-	SessionCookie = "sy_session"
-	CSRFCookie    = "sy_csrf"
-	csrfField     = "csrf_token"
+	SessionCookie      = "sy_session"
+	CSRFCookie         = "sy_csrf"
+	SecureCookiePrefix = "__Host-"
+	csrfField          = "csrf_token"
 )
 
 // ThrottleConfig limits failed sign-ins per account and per client address.
@@ -219,9 +223,14 @@ var (
 )
 
 // signIn checks credentials under the throttle and starts a session. An unknown email costs the
-// same argon2id work as a wrong password, so timing does not reveal which accounts exist.
+// same argon2id work as a wrong password, so timing does not reveal which accounts exist. An
+// address no account can have (one that mixes scripts or reads as another, emailaddr) is a
+// validation error naming email, before any work: the refusal depends on the text alone.
 func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token string, wait time.Duration, err error) {
-	account := user.NormalizeEmail(email)
+	account, err := emailaddr.Canonical(email)
+	if err != nil {
+		return "", 0, err
+	}
 	settle, wait := p.throttle.attempt(account, addr)
 	if wait > 0 {
 		return "", wait, errThrottled
@@ -230,7 +239,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 		settle(attemptAborted)
 		return "", time.Second, errBusy
 	}
-	u, ok, err := p.checkPassword(ctx, account, pw)
+	u, ok, err := p.checkPassword(ctx, email, pw)
 	p.checks.release()
 	switch {
 	case err != nil:
@@ -250,9 +259,9 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 	return token, 0, err
 }
 
-// checkPassword reports whether pw is account's password.
-func (p *Provider) checkPassword(ctx context.Context, account, pw string) (user.State, bool, error) {
-	u, err := p.cmds.UserByEmail(ctx, account)
+// checkPassword reports whether pw is the password of the account with email.
+func (p *Provider) checkPassword(ctx context.Context, email, pw string) (user.State, bool, error) {
+	u, err := p.cmds.UserByEmail(ctx, email)
 	hash := u.PasswordHash
 	if err != nil {
 		if !errors.Is(err, domain.ErrNotFound) {
@@ -266,7 +275,7 @@ func (p *Provider) checkPassword(ctx context.Context, account, pw string) (user.
 
 // session returns the signed-in user of a browser request, from the session cookie.
 func (p *Provider) session(r *http.Request) (Principal, bool) {
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(p.sessionCookie)
 	if err != nil || c.Value == "" {
 		return Principal{}, false
 	}
@@ -278,7 +287,7 @@ func (p *Provider) session(r *http.Request) (Principal, bool) {
 }
 
 func (p *Provider) sessionAuthTime(r *http.Request) time.Time {
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(p.sessionCookie)
 	if err != nil {
 		return p.now()
 	}
@@ -289,31 +298,64 @@ func (p *Provider) sessionAuthTime(r *http.Request) time.Time {
 	return unix(claims.IssuedAt)
 }
 
+// SessionCookieName is the name of the session cookie: __Host-sy_session on https.
+func (p *Provider) SessionCookieName() string { return p.sessionCookie }
+
 func (p *Provider) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
 		Secure: p.secure, SameSite: http.SameSiteLaxMode})
 }
 
-// csrfToken returns the request's CSRF token, setting the cookie when there is none yet.
-func (p *Provider) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(CSRFCookie); err == nil && len(c.Value) >= 32 {
-		return c.Value
+// A form's CSRF token is sealed (AES-GCM, under the service's secret key) with the session it
+// belongs to as associated data: only this service can make one, and one made for a session
+// opens for that session alone. Before sign-in the binding is the random value of the CSRF
+// cookie instead. The token's plaintext is empty: all it carries is the proof.
+func csrfAAD(binding string) []byte { return []byte("csrf\x00" + binding) }
+
+// csrfBinding is what the request's forms are bound to: the session id of a valid session
+// cookie, else the CSRF cookie's value ("" when there is none). Only the cookie's signature and
+// expiry are checked: whether the session is live is the page's own check.
+func (p *Provider) csrfBinding(r *http.Request) string {
+	if c, err := r.Cookie(p.sessionCookie); err == nil && c.Value != "" {
+		if claims, err := p.parse(r.Context(), c.Value, true); err == nil && claims.Audience == sessionAudience && claims.SessionID != "" {
+			return "session:" + claims.SessionID
+		}
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	v := base64.RawURLEncoding.EncodeToString(b)
-	p.setCookie(w, CSRFCookie, v, 0)
-	return v
+	if c, err := r.Cookie(p.csrfCookie); err == nil && len(c.Value) >= 32 {
+		return "anonymous:" + c.Value
+	}
+	return ""
 }
 
-// checkCSRF compares the form's token with the cookie (double submit). Another site can make a
-// browser send the cookie, but cannot read it to put it in the form.
-func checkCSRF(r *http.Request) bool {
-	c, err := r.Cookie(CSRFCookie)
-	if err != nil || len(c.Value) < 32 {
+// csrfToken returns a CSRF token for the request's forms, setting the CSRF cookie first when
+// there is neither a session nor one yet.
+func (p *Provider) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	binding := p.csrfBinding(r)
+	if binding == "" {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		v := base64.RawURLEncoding.EncodeToString(b)
+		p.setCookie(w, p.csrfCookie, v, 0)
+		binding = "anonymous:" + v
+	}
+	token, err := p.opts.Sealer.Seal(nil, csrfAAD(binding))
+	if err != nil {
+		// No randomness: the form cannot be protected, so it will be refused.
+		p.log.WithError(err).Error("csrf token")
+		return ""
+	}
+	return token
+}
+
+// checkCSRF reports whether the parsed form's token was made by this service for the
+// request's session (or, before sign-in, its CSRF cookie). GCM's tag check is constant time.
+func (p *Provider) checkCSRF(r *http.Request) bool {
+	binding, token := p.csrfBinding(r), r.PostFormValue(csrfField)
+	if binding == "" || token == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue(csrfField))) == 1
+	_, err := p.opts.Sealer.Open(token, csrfAAD(binding))
+	return err == nil
 }
 
 // safeReturn keeps redirects after sign-in on this site: only an absolute path of this origin
@@ -357,7 +399,7 @@ func (p *Provider) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) loginSubmit(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || !checkCSRF(r) {
+	if err := r.ParseForm(); err != nil || !p.checkCSRF(r) {
 		p.errorPage(w, http.StatusForbidden, "This form has expired", "Go back, reload the page and try again.")
 		return
 	}
@@ -376,10 +418,13 @@ func (p *Provider) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBadCredentials):
 		data.Error = "That email and password do not match an account."
 		p.render(w, http.StatusUnauthorized, "login", "Sign in", data)
+	case errors.As(err, new(*domain.ValidationError)):
+		data.Error = "That is not an address an account can have: " + err.Error() + "."
+		p.render(w, http.StatusBadRequest, "login", "Sign in", data)
 	case err != nil:
 		p.failPage(w, "sign in", err)
 	default:
-		p.setCookie(w, SessionCookie, token, int(p.opts.SessionTTL/time.Second))
+		p.setCookie(w, p.sessionCookie, token, int(p.opts.SessionTTL/time.Second))
 		http.Redirect(w, r, ret, http.StatusSeeOther)
 	}
 }
@@ -389,7 +434,7 @@ func (p *Provider) logoutPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) logoutSubmit(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || !checkCSRF(r) {
+	if err := r.ParseForm(); err != nil || !p.checkCSRF(r) {
 		p.errorPage(w, http.StatusForbidden, "This form has expired", "Go back, reload the page and try again.")
 		return
 	}
@@ -398,7 +443,7 @@ func (p *Provider) logoutSubmit(w http.ResponseWriter, r *http.Request) {
 			p.log.WithError(err).Error("sign out")
 		}
 	}
-	p.setCookie(w, SessionCookie, "", -1)
+	p.setCookie(w, p.sessionCookie, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

@@ -291,7 +291,7 @@ func TestRevocationAndRevert(t *testing.T) {
 	if err := r.cmds.SubmitApp(ctx, c.ClientID); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmds.ApproveApp(ctx, c.ClientID, "staff"); err != nil {
+	if err := r.cmds.ApproveApp(ctx, c.ClientID, "staff", 2); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.refresh(c, tok["refresh_token"].(string)); st != 401 {

@@ -122,7 +122,9 @@ type Provider struct {
 	throttle *throttle
 	checks   *gate // bounds concurrent argon2id checks
 	secure   bool  // cookies carry Secure (an https issuer)
-	pages    *pages
+	// sessionCookie and csrfCookie are the cookie names: with the __Host- prefix on https.
+	sessionCookie, csrfCookie string
+	pages                     *pages
 }
 
 // New builds a provider; call Start (or Keys().EnsureKey) before serving.
@@ -137,6 +139,10 @@ func New(o Config) (*Provider, error) {
 	}
 	p := &Provider{opts: o, issuer: o.Issuer, cmds: o.Cmds, queries: o.Queries, log: o.Logger, now: o.Now,
 		throttle: newThrottle(o.Throttle, o.Now), checks: newGate(o.PasswordChecks, o.PasswordCheckWait), secure: strings.HasPrefix(o.Issuer, "https://"), pages: pg}
+	p.sessionCookie, p.csrfCookie = SessionCookie, CSRFCookie
+	if p.secure {
+		p.sessionCookie, p.csrfCookie = SecureCookiePrefix+SessionCookie, SecureCookiePrefix+CSRFCookie
+	}
 	// A retired key stays published while any token it signed can be live.
 	publishFor := max(o.AccessTTL, o.IDTokenTTL, o.SessionTTL)
 	p.keys = newKeyRing(o.Cmds, o.Queries, o.Sealer, o.Now, publishFor)

@@ -157,7 +157,7 @@ func (r *rig) registerApp(owner account, public bool, scopes []string) registere
 	if err := r.cmds.SubmitApp(ctx, id); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.cmds.ApproveApp(ctx, id, "staff"); err != nil {
+	if err := r.cmds.ApproveApp(ctx, id, "staff", 1); err != nil {
 		r.t.Fatal(err)
 	}
 	return registered{ClientID: id, Secret: secret, RedirectURI: redirect}
@@ -223,6 +223,13 @@ func hidden(body string) url.Values {
 // app: sign-in (when needed), the workspace picker, consent. It returns the redirect's query.
 func (b *browser) authorize(authURL string, who account, workspaceID string, approve bool) url.Values {
 	b.t.Helper()
+	return b.decide(b.consent(authURL, who, workspaceID), approve)
+}
+
+// consent drives the browser from the app's authorize URL to the consent page: sign-in (when
+// needed) and the workspace picker.
+func (b *browser) consent(authURL string, who account, workspaceID string) page {
+	b.t.Helper()
 	p := b.do("GET", authURL, nil)
 	if p.status == http.StatusFound && strings.HasPrefix(p.location, "/login") {
 		login := b.do("GET", p.location, nil)
@@ -250,6 +257,12 @@ func (b *browser) authorize(authURL string, who account, workspaceID string, app
 	if consent.status != 200 || !strings.Contains(consent.body, "Allow") {
 		b.t.Fatalf("consent: %d %s", consent.status, consent.body)
 	}
+	return consent
+}
+
+// decide posts the consent page's form with the decision and returns the redirect's query.
+func (b *browser) decide(consent page, approve bool) url.Values {
+	b.t.Helper()
 	f := hidden(consent.body)
 	if approve {
 		f.Set("decision", "approve")

@@ -11,5 +11,6 @@ func (p *Provider) SignedIn(r *http.Request) (Principal, bool) { return p.sessio
 // CSRFToken returns the request's CSRF token for a form, setting the cookie when there is none.
 func (p *Provider) CSRFToken(w http.ResponseWriter, r *http.Request) string { return p.csrfToken(w, r) }
 
-// CheckCSRF reports whether a parsed POST form repeats the CSRF cookie (double submit).
-func CheckCSRF(r *http.Request) bool { return checkCSRF(r) }
+// CheckCSRF reports whether a parsed POST form carries a CSRF token this service made for the
+// request's session.
+func (p *Provider) CheckCSRF(r *http.Request) bool { return p.checkCSRF(r) }

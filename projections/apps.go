@@ -26,7 +26,7 @@ func (Apps) Tables() []string { return []string{"apps"} }
 
 // Filter implements Projector.
 func (Apps) Filter() eventstore.Filter {
-	return eventstore.Filter{Types: typesOf(app.Registered{}, app.Updated{}, app.Submitted{}, app.Approved{}, app.Reverted{}, app.SecretIssued{})}
+	return eventstore.Filter{Types: typesOf(app.Registered{}, app.Updated{}, app.Submitted{}, app.Approved{}, app.Reverted{}, app.SecretIssued{}, app.ReturnedToDraft{})}
 }
 
 // Migrate implements Projector.
@@ -73,6 +73,8 @@ func (Apps) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 		tx.Exec(`UPDATE apps SET status=$2, updated_at=$3 WHERE client_id=$1`, e.ClientID, app.StatusApproved, e.At)
 	case app.Reverted:
 		tx.Exec(`UPDATE apps SET status=$2, has_secret=false, updated_at=$3 WHERE client_id=$1`, e.ClientID, app.StatusDraft, e.At)
+	case app.ReturnedToDraft:
+		tx.Exec(`UPDATE apps SET status=$2, updated_at=$3 WHERE client_id=$1`, e.ClientID, app.StatusDraft, e.At)
 	case app.SecretIssued:
 		tx.Exec(`UPDATE apps SET has_secret=true, updated_at=$2 WHERE client_id=$1`, e.ClientID, e.At)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -49,7 +51,8 @@ func newAppCreateCmd() *cobra.Command {
 					if err := a.cmds.SubmitApp(ctx, id); err != nil {
 						return err
 					}
-					if err := a.cmds.ApproveApp(ctx, id, cliReviewer); err != nil {
+					// Revision 1: the app was registered a moment ago by this same command.
+					if err := a.cmds.ApproveApp(ctx, id, cliReviewer, 1); err != nil {
 						return err
 					}
 					status = oauthapp.StatusApproved
@@ -81,9 +84,14 @@ func newAppCreateCmd() *cobra.Command {
 
 func newAppReviewCmd(action string) *cobra.Command {
 	var clientID, reason string
+	var revision int
 	var asJSON bool
+	use := action + " --client-id ID"
+	if action == "approve" {
+		use += " [--revision N]"
+	}
 	cmd := &cobra.Command{
-		Use:   action + " --client-id ID",
+		Use:   use,
 		Short: map[string]string{"approve": "Approve a submitted app (metadata is then locked)", "revert": "Send an app back to draft: its secret stops working, the OAuth flow is disabled"}[action],
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,7 +99,7 @@ func newAppReviewCmd(action string) *cobra.Command {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
 				var err error
 				if action == "approve" {
-					err = a.cmds.ApproveApp(ctx, clientID, cliReviewer)
+					err = approveApp(ctx, cmd, a, clientID, revision)
 				} else {
 					err = a.cmds.RevertApp(ctx, clientID, cliReviewer, reason)
 				}
@@ -102,16 +110,38 @@ func newAppReviewCmd(action string) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"clientId": s.ClientID, "status": s.Status},
-					fmt.Sprintf("app %s is %s", s.ClientID, s.Status))
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"clientId": s.ClientID, "status": s.Status, "revision": s.Revision},
+					fmt.Sprintf("app %s is %s (revision %d)", s.ClientID, s.Status, s.Revision))
 			})
 		},
 	}
 	cmd.Flags().StringVar(&clientID, "client-id", "", "the app's client id (required)")
 	if action == "revert" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, for the developer")
+	} else {
+		cmd.Flags().IntVar(&revision, "revision", 0, "the revision that was reviewed; refused if the app changed since (default: the current one, printed before it is approved)")
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("client-id")
 	return cmd
+}
+
+// approveApp approves the revision that was reviewed (--revision), or, without one, the current
+// revision, whose metadata it prints first so the operator's log shows what was approved.
+func approveApp(ctx context.Context, cmd *cobra.Command, a *app, clientID string, revision int) error {
+	if revision == 0 {
+		s, err := a.cmds.App(ctx, clientID)
+		if err != nil {
+			return err
+		}
+		m := s.Metadata
+		fmt.Fprintf(cmd.ErrOrStderr(), "approving revision %d of %s: name %q, redirect URIs %v, scopes %v\n",
+			s.Revision, s.ClientID, m.Name, m.RedirectURIs, m.Scopes)
+		revision = s.Revision
+	}
+	err := a.cmds.ApproveApp(ctx, clientID, cliReviewer, revision)
+	if errors.Is(err, oauthapp.ErrRevisionChanged) {
+		return fmt.Errorf("--revision %d: %w", revision, err)
+	}
+	return err
 }

@@ -15,6 +15,11 @@ func TestIdentityCommands(t *testing.T) {
 	c := newCLI(t)
 	c.ok("migrate")
 	c.ok("admin", "user", "create", "--email", "dev@example.com", "--password", "password-123")
+	// A look-alike of that address (a Cyrillic е) is refused, naming the field.
+	if res := c.run("admin", "user", "create", "--email", "dеv@example.com", "--password", "password-123"); res.code == 0 ||
+		!strings.Contains(res.stderr, "email: the part before @ mixes scripts") {
+		t.Fatalf("look-alike user created: %s", res)
+	}
 
 	res := c.ok("admin", "app", "create", "--owner", "dev@example.com", "--name", "Acme", "--redirect-uri", "https://acme.example/cb",
 		"--redirect-uri", "http://127.0.0.1:7777/cb", "--scope", "openid", "--scope", "workspace:read", "--approve", "--json")
@@ -67,5 +72,61 @@ func TestIdentityCommands(t *testing.T) {
 	if st, out := token("sys_wrong"); st != 401 || out["error"] != "invalid_client" {
 		t.Fatalf("token with a wrong secret: %d %v", st, out)
 	}
+	approveNamesTheRevision(t, c)
 	s.stop(t, 30*time.Second)
+}
+
+// approveNamesTheRevision: `admin app approve --revision` refuses a revision the developer has
+// replaced since, and approves the current one; without --revision it approves the current one.
+func approveNamesTheRevision(t *testing.T, c *cli) {
+	var draft map[string]string
+	c.okJSON(&draft, "admin", "app", "create", "--owner", "dev@example.com", "--name", "Beta", "--redirect-uri", "https://beta.example/cb",
+		"--scope", "openid", "--json")
+	api := func(method, path, session, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, c.url(path), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if session != "" {
+			req.Header.Set("Authorization", "Bearer "+session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	_, login := api("POST", "/v1/auth/login", "", `{"email":"dev@example.com","password":"password-123"}`)
+	session, _ := login["token"].(string)
+	appPath := "/v1/developer/apps/" + draft["clientId"]
+	for _, step := range []struct{ method, path, body string }{
+		{"POST", appPath + "/submit", ""},
+		{"PATCH", appPath, `{"name":"Beta, renamed","redirectUris":["https://evil.example/cb"],"scopes":["openid"]}`},
+		{"POST", appPath + "/submit", ""},
+	} {
+		if st, out := api(step.method, step.path, session, step.body); st != 200 {
+			t.Fatalf("%s %s: %d %v", step.method, step.path, st, out)
+		}
+	}
+	if res := c.run("admin", "app", "approve", "--client-id", draft["clientId"], "--revision", "1"); res.code == 0 ||
+		!strings.Contains(res.stderr, "changed since it was reviewed") {
+		t.Fatalf("approve of a replaced revision: %s", res)
+	}
+	var approved map[string]any
+	c.okJSON(&approved, "admin", "app", "approve", "--client-id", draft["clientId"], "--revision", "2", "--json")
+	if approved["status"] != "approved" || approved["revision"] != 2.0 {
+		t.Fatalf("approve of the current revision: %v", approved)
+	}
+	res := c.ok("admin", "app", "create", "--owner", "dev@example.com", "--name", "Gamma", "--redirect-uri", "https://gamma.example/cb",
+		"--scope", "openid", "--json")
+	var gamma map[string]string
+	_ = json.Unmarshal([]byte(res.stdout), &gamma)
+	if st, out := api("POST", "/v1/developer/apps/"+gamma["clientId"]+"/submit", session, ""); st != 200 {
+		t.Fatalf("submit gamma: %d %v", st, out)
+	}
+	if res := c.ok("admin", "app", "approve", "--client-id", gamma["clientId"]); !strings.Contains(res.stderr, `approving revision 1 of `+gamma["clientId"]+`: name "Gamma"`) ||
+		!strings.Contains(res.stdout, "is approved (revision 1)") {
+		t.Fatalf("approve without --revision: %s", res)
+	}
 }

@@ -45,6 +45,55 @@ func RoleScopes(role string) []string {
 	return nil
 }
 
+// workspaceScope reports whether scope is a power in a workspace (as opposed to the person's
+// own identity scopes: openid, profile, email, offline_access).
+func workspaceScope(scope string) bool { return strings.HasPrefix(scope, "workspace:") }
+
+// RoleHolds reports whether a member with role holds scope: a workspace scope only when the
+// role's scopes satisfy it; the identity scopes belong to the person, whatever the role.
+func RoleHolds(role, scope string) bool {
+	return !workspaceScope(scope) || Satisfies(RoleScopes(role), scope)
+}
+
+// WithinRole splits the scopes an app requests into those a member with role may grant it and
+// those beyond the role, which consent drops: no one hands an app more than they hold.
+func WithinRole(role string, requested []string) (granted, beyond []string) {
+	for _, s := range requested {
+		if RoleHolds(role, s) {
+			granted = append(granted, s)
+		} else {
+			beyond = append(beyond, s)
+		}
+	}
+	return granted, beyond
+}
+
+// Effective is what a token's granted scopes allow now that its user has role in the
+// workspace: each granted scope the role still holds, and for one it no longer holds, the
+// narrower powers of the role that scope covered (an admin's workspace:admin token of a member
+// now reads). A role of "" (no longer a member) keeps no workspace scope.
+func Effective(granted []string, role string) []string {
+	held := RoleScopes(role)
+	out := []string{}
+	add := func(s string) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range granted {
+		if RoleHolds(role, s) {
+			add(s)
+			continue
+		}
+		for _, h := range held {
+			if Satisfies([]string{s}, h) {
+				add(h)
+			}
+		}
+	}
+	return out
+}
+
 // Manages reports whether role may change the workspace (keys, tokens, workflows, runs, other
 // members' connections): owners and admins.
 func Manages(role string) bool { return Satisfies(RoleScopes(role), ScopeWorkspaceAdmin) }
@@ -73,7 +122,8 @@ func (e *ScopeError) Error() string { return "missing scope " + e.Scope }
 // Unwrap makes errors.Is(err, domain.ErrForbidden) match, with the message as the refusal's.
 func (e *ScopeError) Unwrap() error { return &domain.ForbiddenError{Message: e.Error()} }
 
-// Grant is what a check allowed: the caller's role (sessions only) and scopes in the workspace.
+// Grant is what a check allowed: the role of the caller's person and the scopes it acts with in
+// the workspace.
 type Grant struct {
 	Role   string
 	Scopes []string
@@ -88,21 +138,20 @@ func (g Grant) Manages() bool { return g.Allows(ScopeWorkspaceAdmin) }
 // Check decides whether c may act in ws with required ("" for membership alone): a session
 // acts with its member's role (ErrNotMember when it has none, also for a workspace that does
 // not exist, so ids cannot be probed); a token acts only on its own workspace (SPEC.md 5
-// rule 6), with its scopes. For a token only ws.ID is read: its workspace was checked when it
-// was granted.
+// rule 6), with the scopes it was granted that its user's current role still holds
+// (Effective), so a demotion or a removal counts on the token's next call.
 func Check(ws workspace.State, c Caller, required string) (Grant, error) {
-	var g Grant
+	if !c.Session && (c.WorkspaceID == "" || c.WorkspaceID != ws.ID) {
+		return Grant{}, ErrWrongWorkspace
+	}
+	g := Grant{Role: ws.Members[c.UserID]}
+	if !ws.Exists || c.UserID == "" || g.Role == "" {
+		return Grant{}, ErrNotMember
+	}
 	if c.Session {
-		g.Role = ws.Members[c.UserID]
-		if !ws.Exists || g.Role == "" {
-			return Grant{}, ErrNotMember
-		}
 		g.Scopes = RoleScopes(g.Role)
 	} else {
-		if c.WorkspaceID == "" || c.WorkspaceID != ws.ID {
-			return Grant{}, ErrWrongWorkspace
-		}
-		g.Scopes = c.Scopes
+		g.Scopes = Effective(c.Scopes, g.Role)
 	}
 	if required != "" && !g.Allows(required) {
 		return Grant{}, &ScopeError{Scope: required}

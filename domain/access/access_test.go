@@ -2,6 +2,7 @@ package access_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/switchyard/switchyard/domain"
@@ -12,6 +13,9 @@ import (
 func TestCheck(t *testing.T) {
 	ws := workspace.State{Exists: true, ID: "w1", Members: map[string]string{"o": "owner", "a": "admin", "m": "member"}}
 	session := func(u string) access.Caller { return access.Caller{UserID: u, Session: true} }
+	token := func(u string, scopes ...string) access.Caller {
+		return access.Caller{UserID: u, WorkspaceID: "w1", Scopes: scopes}
+	}
 	for _, tc := range []struct {
 		name     string
 		ws       workspace.State
@@ -28,10 +32,16 @@ func TestCheck(t *testing.T) {
 		{"member may not mint keys", ws, session("m"), access.ScopeAPIKeys, false, domain.ErrForbidden},
 		{"stranger", ws, session("x"), "", false, access.ErrNotMember},
 		{"unknown workspace", workspace.State{ID: "w2"}, session("o"), "", false, access.ErrNotMember},
-		{"token of the workspace", ws, access.Caller{WorkspaceID: "w1", Scopes: []string{access.ScopeWorkspaceRead}}, access.ScopeWorkspaceRead, false, nil},
-		{"token lacking the scope", ws, access.Caller{WorkspaceID: "w1", Scopes: []string{access.ScopeWorkspaceRead}}, access.ScopeAPIKeys, false, domain.ErrForbidden},
-		{"token of another workspace", ws, access.Caller{WorkspaceID: "w2", Scopes: []string{access.ScopeWorkspaceAdmin}}, "", false, access.ErrWrongWorkspace},
-		{"token without a workspace", workspace.State{}, access.Caller{Scopes: []string{access.ScopeWorkspaceAdmin}}, "", false, access.ErrWrongWorkspace},
+		{"token of the workspace", ws, token("o", access.ScopeWorkspaceRead), access.ScopeWorkspaceRead, false, nil},
+		{"token lacking the scope", ws, token("o", access.ScopeWorkspaceRead), access.ScopeAPIKeys, false, domain.ErrForbidden},
+		{"token of another workspace", ws, access.Caller{UserID: "o", WorkspaceID: "w2", Scopes: []string{access.ScopeWorkspaceAdmin}}, "", false, access.ErrWrongWorkspace},
+		{"token without a workspace", workspace.State{}, access.Caller{UserID: "o", Scopes: []string{access.ScopeWorkspaceAdmin}}, "", false, access.ErrWrongWorkspace},
+		{"admin token of an admin", ws, token("a", access.ScopeWorkspaceAdmin), access.ScopeAPIKeys, true, nil},
+		{"admin token of a member", ws, token("m", access.ScopeWorkspaceAdmin), access.ScopeWorkspaceAdmin, false, domain.ErrForbidden},
+		{"api_keys token of a member", ws, token("m", access.ScopeAPIKeys), access.ScopeAPIKeys, false, domain.ErrForbidden},
+		{"admin token of a member reads", ws, token("m", access.ScopeWorkspaceAdmin), access.ScopeReadBilling, false, nil},
+		{"token of a removed member", ws, token("x", access.ScopeWorkspaceRead), "", false, access.ErrNotMember},
+		{"token with no user", ws, access.Caller{WorkspaceID: "w1", Scopes: []string{access.ScopeWorkspaceRead}}, "", false, access.ErrNotMember},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := access.Check(tc.ws, tc.c, tc.required)
@@ -64,6 +74,43 @@ func TestMayGrant(t *testing.T) {
 	} {
 		if got := access.MayGrant(tc.granter, tc.role); got != tc.ok {
 			t.Errorf("MayGrant(%s, %s) = %v", tc.granter, tc.role, got)
+		}
+	}
+}
+
+func TestWithinRole(t *testing.T) {
+	requested := []string{"openid", "email", access.ScopeWorkspaceRead, access.ScopeReadBilling, access.ScopeAPIKeys, access.ScopeWorkspaceAdmin}
+	for _, tc := range []struct {
+		role            string
+		granted, beyond string
+	}{
+		{"owner", "openid email workspace:read workspace:read.billing workspace:api_keys workspace:admin", ""},
+		{"admin", "openid email workspace:read workspace:read.billing workspace:api_keys workspace:admin", ""},
+		{"member", "openid email workspace:read workspace:read.billing", "workspace:api_keys workspace:admin"},
+		{"", "openid email", "workspace:read workspace:read.billing workspace:api_keys workspace:admin"},
+	} {
+		g, b := access.WithinRole(tc.role, requested)
+		if strings.Join(g, " ") != tc.granted || strings.Join(b, " ") != tc.beyond {
+			t.Errorf("WithinRole(%q) = %v, %v; want %q, %q", tc.role, g, b, tc.granted, tc.beyond)
+		}
+	}
+}
+
+func TestEffective(t *testing.T) {
+	for _, tc := range []struct {
+		granted []string
+		role    string
+		want    string
+	}{
+		{[]string{"openid", access.ScopeWorkspaceAdmin}, "admin", "openid workspace:admin"},
+		{[]string{"openid", access.ScopeWorkspaceAdmin}, "member", "openid workspace:read workspace:read.billing"},
+		{[]string{access.ScopeAPIKeys, access.ScopeWorkspaceRead}, "member", "workspace:read"},
+		{[]string{access.ScopeWorkspaceRead}, "owner", "workspace:read"},
+		{[]string{"email", access.ScopeWorkspaceAdmin}, "", "email"},
+		{nil, "owner", ""},
+	} {
+		if got := strings.Join(access.Effective(tc.granted, tc.role), " "); got != tc.want {
+			t.Errorf("Effective(%v, %q) = %q, want %q", tc.granted, tc.role, got, tc.want)
 		}
 	}
 }

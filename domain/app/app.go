@@ -2,6 +2,10 @@
 // registers a draft, edits it, submits it for review; staff approve it (the metadata is then
 // locked) or revert it (back to draft, client secret invalidated). Client secrets are recorded
 // only as hashes; the secret itself is handed out once.
+//
+// Every version of the metadata has a revision, and an approval names the revision the
+// reviewer saw: an app edited after the reviewer looked is not approved as edited. An edit of
+// a submitted app takes it out of the queue, back to draft.
 package app
 
 import (
@@ -95,11 +99,21 @@ type Submitted struct {
 	At       time.Time `json:"at"`
 }
 
-// Approved makes the app live and locks its metadata.
+// Approved makes the app live and locks its metadata. Revision is the metadata revision the
+// reviewer approved (0 in events recorded before approvals named one).
 type Approved struct {
 	ClientID   string    `json:"clientId"`
 	ReviewerID string    `json:"reviewerId"`
+	Revision   int       `json:"revision,omitempty"`
 	At         time.Time `json:"at"`
+}
+
+// ReturnedToDraft takes a submitted app out of the review queue because its developer edited
+// it: the edit needs a review of its own.
+type ReturnedToDraft struct {
+	ClientID string    `json:"clientId"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
 }
 
 // Reverted sends an approved (or submitted) app back to draft; its client secret stops working.
@@ -118,15 +132,16 @@ type SecretIssued struct {
 }
 
 // EventType names the events in the log.
-func (Registered) EventType() string   { return "AppRegistered" }
-func (Updated) EventType() string      { return "AppUpdated" }
-func (Submitted) EventType() string    { return "AppSubmitted" }
-func (Approved) EventType() string     { return "AppApproved" }
-func (Reverted) EventType() string     { return "AppReverted" }
-func (SecretIssued) EventType() string { return "AppSecretIssued" }
+func (Registered) EventType() string      { return "AppRegistered" }
+func (Updated) EventType() string         { return "AppUpdated" }
+func (Submitted) EventType() string       { return "AppSubmitted" }
+func (Approved) EventType() string        { return "AppApproved" }
+func (Reverted) EventType() string        { return "AppReverted" }
+func (ReturnedToDraft) EventType() string { return "AppReturnedToDraft" }
+func (SecretIssued) EventType() string    { return "AppSecretIssued" }
 
 func init() {
-	domain.Events.Register(Registered{}, Updated{}, Submitted{}, Approved{}, Reverted{}, SecretIssued{})
+	domain.Events.Register(Registered{}, Updated{}, Submitted{}, Approved{}, Reverted{}, SecretIssued{}, ReturnedToDraft{})
 }
 
 // State is an app folded from its stream.
@@ -136,10 +151,13 @@ type State struct {
 	OwnerUserID string
 	Public      bool
 	Metadata    Metadata
-	Status      string
-	SecretHash  string // "" when no valid secret exists
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Revision counts the versions of Metadata: 1 as registered, one more for each edit. An
+	// approval names it.
+	Revision   int
+	Status     string
+	SecretHash string // "" when no valid secret exists
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Evolve applies one event.
@@ -147,9 +165,11 @@ func (s State) Evolve(e domain.Event) State {
 	switch ev := e.(type) {
 	case Registered:
 		return State{Exists: true, ClientID: ev.ClientID, OwnerUserID: ev.OwnerUserID, Public: ev.Public,
-			Metadata: ev.Metadata, Status: StatusDraft, CreatedAt: ev.At, UpdatedAt: ev.At}
+			Metadata: ev.Metadata, Revision: 1, Status: StatusDraft, CreatedAt: ev.At, UpdatedAt: ev.At}
 	case Updated:
-		s.Metadata, s.UpdatedAt = ev.Metadata, ev.At
+		s.Metadata, s.Revision, s.UpdatedAt = ev.Metadata, s.Revision+1, ev.At
+	case ReturnedToDraft:
+		s.Status, s.UpdatedAt = StatusDraft, ev.At
 	case Submitted:
 		s.Status, s.UpdatedAt = StatusSubmitted, ev.At
 	case Approved:
@@ -271,7 +291,12 @@ func DecideRegister(s State, c Register, now time.Time) ([]domain.Event, error) 
 	return []domain.Event{Registered{ClientID: c.ClientID, OwnerUserID: c.OwnerUserID, Public: c.Public, Metadata: m, At: now.UTC()}}, nil
 }
 
-// DecideUpdate edits the metadata; an approved app is locked (ErrConflict, a 409).
+// ReasonEdited is why an edit took a submitted app out of the review queue.
+const ReasonEdited = "edited after it was submitted"
+
+// DecideUpdate edits the metadata; an approved app is locked (ErrConflict, a 409). An edit of
+// a submitted app sends it back to draft, so nothing reaches approval unreviewed; saving the
+// same metadata again changes nothing.
 func DecideUpdate(s State, m Metadata, now time.Time) ([]domain.Event, error) {
 	if !s.Exists {
 		return nil, domain.ErrNotFound
@@ -283,7 +308,20 @@ func DecideUpdate(s State, m Metadata, now time.Time) ([]domain.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []domain.Event{Updated{ClientID: s.ClientID, Metadata: n, At: now.UTC()}}, nil
+	if n.equal(s.Metadata) {
+		return nil, nil
+	}
+	at := now.UTC()
+	evs := []domain.Event{Updated{ClientID: s.ClientID, Metadata: n, At: at}}
+	if s.Status == StatusSubmitted {
+		evs = append(evs, ReturnedToDraft{ClientID: s.ClientID, Reason: ReasonEdited, At: at})
+	}
+	return evs, nil
+}
+
+func (m Metadata) equal(o Metadata) bool {
+	return m.Name == o.Name && m.Description == o.Description && m.LogoURL == o.LogoURL &&
+		slices.Equal(m.RedirectURIs, o.RedirectURIs) && slices.Equal(m.Scopes, o.Scopes)
 }
 
 // lockedError is the conflict of editing an approved app.
@@ -305,17 +343,34 @@ func DecideSubmit(s State, now time.Time) ([]domain.Event, error) {
 	return []domain.Event{Submitted{ClientID: s.ClientID, At: now.UTC()}}, nil
 }
 
-// DecideApprove approves a submitted app; approving an approved app changes nothing.
-func DecideApprove(s State, reviewerID string, now time.Time) ([]domain.Event, error) {
+// ErrRevisionChanged refuses an approval that names another revision than the app's current
+// one: the app changed after the reviewer looked at it. It is a conflict (409).
+var ErrRevisionChanged error = revisionChangedError{}
+
+type revisionChangedError struct{}
+
+func (revisionChangedError) Error() string {
+	return "the app changed since it was reviewed: review the current revision"
+}
+func (revisionChangedError) Unwrap() error { return domain.ErrConflict }
+
+// DecideApprove approves revision of a submitted app, the revision the reviewer saw
+// (ErrRevisionChanged when it is no longer the current one); approving an approved app again
+// with its revision changes nothing.
+func DecideApprove(s State, reviewerID string, revision int, now time.Time) ([]domain.Event, error) {
 	switch {
 	case !s.Exists:
 		return nil, domain.ErrNotFound
+	case revision <= 0:
+		return nil, domain.Invalid("revision", "is required: the revision of the app that was reviewed")
+	case revision != s.Revision:
+		return nil, ErrRevisionChanged
 	case s.Status == StatusApproved:
 		return nil, nil
 	case s.Status != StatusSubmitted:
 		return nil, domain.Invalid("status", "only a submitted app can be approved")
 	}
-	return []domain.Event{Approved{ClientID: s.ClientID, ReviewerID: reviewerID, At: now.UTC()}}, nil
+	return []domain.Event{Approved{ClientID: s.ClientID, ReviewerID: reviewerID, Revision: revision, At: now.UTC()}}, nil
 }
 
 // DecideRevert sends a submitted or approved app back to draft; a draft stays as it is.
