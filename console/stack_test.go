@@ -112,14 +112,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) seed(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
-	var err error
-	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
-		t.Fatal(err)
-	}
+	s.seedPeople(t)
 	if _, err := s.env.Cmds.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +146,24 @@ func (s *stack) seed(t *testing.T) {
 	}
 }
 
+// seedPeople makes the workspace with its owner and a member, and nothing else.
+func (s *stack) seedPeople(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
+	var err error
+	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s *stack) person(t *testing.T, role string) person {
 	t.Helper()
 	email := fmt.Sprintf("%s-%s@example.com", role, uuid.NewString()[:6])
-	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member"}[role]
+	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member", "admin": "Ada Admin"}[role]
 	id, err := s.env.Cmds.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
 	if err != nil {
 		t.Fatal(err)
