@@ -88,7 +88,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	}
 	ws("", "home", "", c.home, get)
 	ws("/workflows", "workflows", access.ScopeWorkspaceRead, c.workflows, get)
-	ws("/workflows/{workflowId}", "workflows", access.ScopeWorkspaceRead, c.workflow, get)
+	ws("/workflows/{workflowId}", "workflows", access.ScopeWorkspaceRead, c.workflow, both)
 	ws("/runs", "runs", access.ScopeWorkspaceRead, c.runs, get)
 	ws("/executions", "executions", access.ScopeWorkspaceRead, c.executions, get)
 	ws("/executions/{executionId}", "executions", access.ScopeWorkspaceRead, c.execution, both)

@@ -64,6 +64,7 @@ func TestAPIKeyRevokeConfirmedAndShownAtOnce(t *testing.T) {
 		t.Fatalf("the confirmation of one of two keys:\n%s", body)
 	}
 	s.revokeNow(t, owner, keys, first)
+	s.env.CaughtUp(t, "apikeys") // the count of active keys is the read model's
 	_, body = s.get(t, owner, keys+"?revoke="+second)
 	if !strings.Contains(body, `id="last-key-warning"`) {
 		t.Fatalf("no stronger warning for the last active key:\n%s", body)

@@ -79,7 +79,14 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{env: env, sealer: sealer}
-	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	// The receiver takes every callback but those to a path ending in /fail.
+	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/fail") {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
 	t.Cleanup(s.hook.Close)
 	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
@@ -197,11 +204,17 @@ func (s *stack) trigger(t *testing.T, workflowID, input string) string {
 // callbackExecution submits an execution with an HTTPS callback to the local receiver.
 func (s *stack) callbackExecution(t *testing.T) string {
 	t.Helper()
+	return s.callbackTo(t, "/hooks/switchyard")
+}
+
+// callbackTo submits an execution whose callback goes to path on the local receiver.
+func (s *stack) callbackTo(t *testing.T, path string) string {
+	t.Helper()
 	// Through a handler that seals, as serve's does (commands.WithSealer).
 	cmds := commands.New(s.env.Store, commands.WithSealer(s.sealer))
 	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
 		Input: json.RawMessage(`{"order": "A-1042", "lines": 3}`), Config: json.RawMessage(`{}`), Attempts: 1,
-		Callback: commands.CallbackRequest{URL: s.hook.URL + "/hooks/switchyard", Secret: "callback-secret"}})
+		Callback: commands.CallbackRequest{URL: s.hook.URL + path, Secret: "callback-secret"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,8 @@
     (detail.components || []).forEach(function (c) {
       var n = nodes[c.id];
       if (!n) return;
-      var cls = 'node st-' + c.status + ((c.counts && c.counts.failed) ? ' has-failed' : '');
+      // A red rim marks real failures among a loop body's items, not stages a cancel stopped.
+      var cls = 'node st-' + c.status + ((c.counts && c.counts.failed > (c.counts.canceled || 0)) ? ' has-failed' : '');
       n.g.setAttribute('class', cls);
       n.g.setAttribute('data-status', c.status);
       var text = countsText(c);
@@ -196,7 +197,7 @@
     var cancelBox = document.getElementById('cancel-box');
     if (d.cancelRequestedAt) {
       cancelBox.hidden = false;
-      setText('cancel', fmtTime(d.cancelRequestedAt) + (d.cancelReason ? ' · ' + d.cancelReason : ''));
+      setText('cancel', fmtTime(d.cancelRequestedAt));
     }
     var err = document.getElementById('run-error');
     var text = d.errorText || errorText(d.error);
@@ -254,7 +255,7 @@
       cell(tr, '', 'Status').appendChild(badge);
       cell(tr, String(s.executionAttempt), 'Attempt');
       cell(tr, String(s.creditUsage), 'Credits');
-      cell(tr, took(s), 'Took');
+      cell(tr, took(s), 'Took', 'nowrap');
       cell(tr, s.updatedAt ? fmtTime(s.updatedAt).slice(11, 19) : '', 'Updated');
       cell(tr, errorText(s.error), 'Error', 'err');
       rows.appendChild(tr);
