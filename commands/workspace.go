@@ -32,7 +32,8 @@ func (h *Handler) CreateWorkspace(ctx context.Context, name, ownerEmail string) 
 	return id, wrap("create workspace", err)
 }
 
-// AddMember gives the user with email a role in the workspace.
+// AddMember gives the user with email a role in the workspace; a member already is
+// workspace.ErrAlreadyMember (their role changes through ChangeMemberRole).
 func (h *Handler) AddMember(ctx context.Context, workspaceID, email, role string) error {
 	u, err := h.UserByEmail(ctx, email)
 	if err != nil {
@@ -42,6 +43,60 @@ func (h *Handler) AddMember(ctx context.Context, workspaceID, email, role string
 		return workspace.DecideAddMember(s, u.ID, role, h.now())
 	})
 	return wrap("add member", err)
+}
+
+// MemberChange names a member of a workspace (by user id, or by email when UserID is empty)
+// and who changes them: a member (By, their user id) or the operator at the command line
+// (Operator).
+type MemberChange struct {
+	WorkspaceID string
+	UserID      string
+	Email       string
+	// Role is the new role (ChangeMemberRole only).
+	Role     string
+	By       string
+	Operator bool
+}
+
+func (c MemberChange) actor() workspace.Actor { return workspace.Actor{By: c.By, Operator: c.Operator} }
+
+// memberID is the user id the change names.
+func (h *Handler) memberID(ctx context.Context, c MemberChange) (string, error) {
+	if c.UserID != "" {
+		return c.UserID, nil
+	}
+	if c.Email == "" {
+		return "", domain.Invalid("member", "is required (a user id or an email)")
+	}
+	u, err := h.UserByEmail(ctx, c.Email)
+	if err != nil {
+		return "", fmt.Errorf("member: %w", err)
+	}
+	return u.ID, nil
+}
+
+// ChangeMemberRole gives a member another role under workspace.DecideChangeRole's rules.
+func (h *Handler) ChangeMemberRole(ctx context.Context, c MemberChange) error {
+	id, err := h.memberID(ctx, c)
+	if err != nil {
+		return err
+	}
+	_, err = execute(ctx, h, WorkspaceStream(c.WorkspaceID), workspaceAgg, func(s workspace.State) ([]domain.Event, error) {
+		return workspace.DecideChangeRole(s, workspace.ChangeRole{Actor: c.actor(), UserID: id, Role: c.Role}, h.now())
+	})
+	return wrap("change member role", err)
+}
+
+// RemoveMember takes a member out of the workspace under workspace.DecideRemoveMember's rules.
+func (h *Handler) RemoveMember(ctx context.Context, c MemberChange) error {
+	id, err := h.memberID(ctx, c)
+	if err != nil {
+		return err
+	}
+	_, err = execute(ctx, h, WorkspaceStream(c.WorkspaceID), workspaceAgg, func(s workspace.State) ([]domain.Event, error) {
+		return workspace.DecideRemoveMember(s, workspace.RemoveMember{Actor: c.actor(), UserID: id}, h.now())
+	})
+	return wrap("remove member", err)
 }
 
 // Workspace returns the workspace with id, folded from the event store.

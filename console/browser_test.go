@@ -79,6 +79,24 @@ func (b *browser) visit(name, path, want string) string {
 	return html
 }
 
+// fits fails the test when anything on the page reaches past the screen's right edge, or the
+// page scrolls sideways. Elements inside a box that scrolls on its own (the graph) do not
+// count.
+func (b *browser) fits(name string) {
+	b.t.Helper()
+	var scrollW, clientW int
+	var over []string
+	b.run("measure "+name, chromedp.Evaluate(`document.documentElement.scrollWidth`, &scrollW),
+		chromedp.Evaluate(`document.documentElement.clientWidth`, &clientW),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll('#main *')).filter(function (e) {
+			for (var p = e.parentElement; p; p = p.parentElement) { var o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return false; }
+			return e.getBoundingClientRect().right > document.documentElement.clientWidth + 1;
+		}).map(function (e) { return e.tagName + (e.id ? '#' + e.id : '') + ' ' + (e.textContent || '').slice(0, 40); })`, &over))
+	if scrollW > clientW+1 || len(over) > 0 {
+		b.t.Fatalf("%s at %d px: the page is %d px wide; off-screen: %v", name, clientW, scrollW, over)
+	}
+}
+
 func (b *browser) shoot(name string, shot *[]byte) {
 	b.t.Helper()
 	b.run("screenshot "+name, chromedp.FullScreenshot(shot, 100)) // quality 100: PNG
@@ -110,7 +128,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	ws := "/workspaces/" + s.ws
 	owner.visit("mcp-tokens", ws+"/mcp-tokens", "Create a token")
 
-	// Create a key: its secret is on the page once.
+	// Create a key: its secret is on the page once; reloading creates no second key and
+	// shows the secret no more; revoking asks first, warns that it is the last key, and the
+	// list says revoked at once.
 	var shot []byte
 	var secret string
 	owner.run("create a key",
@@ -126,10 +146,66 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the new key's secret: %q", secret)
 	}
 	owner.shoot("api-key-created", &shot)
-	s.env.CaughtUp(t, "apikeys")
-	if html := owner.visit("api-keys-listed", ws+"/api-keys", "CI deploys"); strings.Contains(html, strings.TrimSpace(secret)) {
-		t.Fatal("the key list shows the secret again")
+	var html string
+	var keys int
+	owner.run("reload after the create",
+		chromedp.Reload(),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+		chromedp.OuterHTML(`html`, &html, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#keys tbody tr').length`, &keys),
+	)
+	if strings.Contains(html, strings.TrimSpace(secret)) || strings.Contains(html, `id="minted-secret"`) || !strings.Contains(html, "shown once and is not shown again") {
+		t.Fatal("the reloaded page shows the secret again")
 	}
+	if keys != 1 {
+		t.Fatalf("after a reload the workspace has %d keys, want 1", keys)
+	}
+	owner.shoot("api-key-reloaded", &shot)
+	var state string
+	owner.run("revoke the key",
+		chromedp.Click(`#keys a.danger`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-revoke`, chromedp.ByID),
+		chromedp.WaitVisible(`#last-key-warning`, chromedp.ByID),
+	)
+	owner.shoot("api-key-revoke-confirm", &shot)
+	owner.run("confirm the revoke",
+		chromedp.Click(`#confirm-revoke-button`, chromedp.ByID),
+		chromedp.WaitNotPresent(`#confirm-revoke`, chromedp.ByID),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+		chromedp.Text(`#keys .key-state`, &state, chromedp.ByQuery),
+	)
+	if !strings.HasPrefix(strings.TrimSpace(state), "revoked") {
+		t.Fatalf("right after the revoke the key says %q", state)
+	}
+	owner.shoot("api-key-revoked", &shot)
+
+	// The run page's stages open their own pages: input, output, error, attempts.
+	owner.run("open a stage of the run",
+		chromedp.Navigate(s.srv.URL+"/dashboard/runs/"+s.runID),
+		chromedp.WaitVisible(`#graph svg`, chromedp.ByQuery),
+		chromedp.Click(`#stages tr:nth-child(4) a.stage-link`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#stage-detail`, chromedp.ByID),
+		chromedp.WaitVisible(`#stage-input`, chromedp.ByID),
+		chromedp.WaitVisible(`#stage-attempts`, chromedp.ByID),
+		chromedp.WaitVisible(`#stage-execution`, chromedp.ByID),
+	)
+	owner.shoot("run-stage", &shot)
+
+	// A run watched live loses its cancel form when it ends.
+	watched := s.trigger(t, s.slowWorkflowID, `{}`)
+	owner.run("watch a run",
+		chromedp.Navigate(s.srv.URL+"/dashboard/runs/"+watched),
+		chromedp.WaitVisible(`#cancel-run`, chromedp.ByID),
+		chromedp.WaitVisible(`#live`, chromedp.ByID),
+	)
+	if _, err := s.env.Cmds.CancelRun(context.Background(), watched, "ended elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	owner.run("see it end",
+		chromedp.WaitVisible(`#run-status[data-status="CANCELED"]`, chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#cancel-form`, chromedp.ByID),
+	)
+	owner.shoot("run-ended-live", &shot)
 
 	// Cancel a slow run (30 s of delays, started now) from its page; replay the callback from
 	// the execution's page.
@@ -157,11 +233,44 @@ func TestConsoleInBrowser(t *testing.T) {
 	phone.run("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	phone.visit("home", ws, "Recent runs")
 	phone.visit("runs", ws+"/runs", s.runID)
-	phone.visit("execution", ws+"/executions/"+s.executionID, "A-1042")
-	var scrollW, clientW int
-	phone.run("measure", chromedp.Evaluate(`document.documentElement.scrollWidth`, &scrollW), chromedp.Evaluate(`document.documentElement.clientWidth`, &clientW))
-	if scrollW > clientW+1 {
-		t.Fatalf("at phone width the page scrolls sideways: %d > %d", scrollW, clientW)
+	for _, p := range []struct{ name, path, want string }{
+		{"execution", ws + "/executions/" + s.executionID, "A-1042"},
+		{"executions", ws + "/executions", s.executionID},
+		{"workflow", ws + "/workflows/" + s.workflowID, "Start a run"},
+		{"api-keys", ws + "/api-keys", "CI deploys"},
+		{"billing", ws + "/billing", "Plan-included"},
+		{"members", ws + "/members", s.member.Email},
+	} {
+		phone.visit(p.name, p.path, p.want)
+		phone.fits(p.name)
+	}
+	phone.visit("run", "/dashboard/runs/"+s.runID, "Each order")
+	phone.run("wait for the graph", chromedp.WaitVisible(`#graph svg`, chromedp.ByQuery))
+	phone.shoot("run", &shot)
+	phone.fits("run")
+	var collapsed bool
+	phone.run("the stage table collapses", chromedp.Evaluate(`getComputedStyle(document.querySelector('#stages thead')).display === 'none' &&
+		Array.from(document.querySelectorAll('#stages td')).every(function (td) { return td.textContent === '' || getComputedStyle(td).display === 'block'; })`, &collapsed))
+	if !collapsed {
+		t.Fatal("at phone width the stage table does not collapse into rows")
+	}
+	var breaks []string
+	phone.run("no word breaks mid-token", chromedp.Evaluate(`Array.from(document.querySelectorAll('#main code, #main .runid, #main td, #main .notice')).
+		filter(function (e) { return getComputedStyle(e).wordBreak === 'break-all'; }).map(function (e) { return e.outerHTML.slice(0, 80); })`, &breaks))
+	if len(breaks) > 0 {
+		t.Fatalf("at phone width these break words anywhere: %v", breaks)
+	}
+	phone.run("open a stage at phone width",
+		chromedp.Click(`#stages tr:nth-child(4) a.stage-link`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#stage-detail`, chromedp.ByID),
+	)
+	phone.shoot("run-stage", &shot)
+	phone.fits("run-stage")
+	var navScrolls bool
+	phone.run("the navigation shows it scrolls", chromedp.Evaluate(`(function () { var n = document.querySelector('nav.sections');
+		return n.scrollWidth > n.clientWidth && getComputedStyle(n).backgroundImage.indexOf('gradient') >= 0; })()`, &navScrolls))
+	if !navScrolls {
+		t.Fatal("at phone width the navigation gives no sign that it scrolls")
 	}
 
 	member := owner
@@ -185,5 +294,5 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	member.visit("mcp-tokens-refused", ws+"/mcp-tokens", "Your role in this workspace (member) does not allow this")
-	member.visit("run-cancelled", "/dashboard/runs/"+slow, "Cancel requested")
+	member.visit("run-cancelled", "/dashboard/runs/"+slow, "CANCELED")
 }

@@ -88,7 +88,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	}
 	ws("", "home", "", c.home, get)
 	ws("/workflows", "workflows", access.ScopeWorkspaceRead, c.workflows, get)
-	ws("/workflows/{workflowId}", "workflows", access.ScopeWorkspaceRead, c.workflow, get)
+	ws("/workflows/{workflowId}", "workflows", access.ScopeWorkspaceRead, c.workflow, both)
 	ws("/runs", "runs", access.ScopeWorkspaceRead, c.runs, get)
 	ws("/executions", "executions", access.ScopeWorkspaceRead, c.executions, get)
 	ws("/executions/{executionId}", "executions", access.ScopeWorkspaceRead, c.execution, both)
@@ -103,6 +103,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	root.HandleFunc("/dashboard/runs/{runId}", c.page("runs", "", c.runPage)).Methods(get...)
 	root.HandleFunc("/dashboard/runs/{runId}/cancel", c.page("runs", "", c.cancelRun)).Methods(http.MethodPost)
 	root.HandleFunc("/dashboard/runs/{runId}/detail", c.runDetail).Methods(http.MethodGet)
+	root.HandleFunc("/dashboard/runs/{runId}/stages/{stageId}", c.page("runs", "", c.stagePage)).Methods(get...)
 	c.mountAPI(v1)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -103,17 +102,8 @@ func TestConsoleFollowsRoles(t *testing.T) {
 		}
 	}
 
-	// The owner acts: a key's secret is shown once; forms without the CSRF token are refused.
-	st, body := s.post(t, owner, ws+"/api-keys", url.Values{"action": {"create"}, "label": {"ci deploys"}, "workflows": {s.workflowID},
-		"expires": {"2099-01-01"}})
-	secret := regexp.MustCompile(`id="minted-secret">([^<]+)<`).FindStringSubmatch(body)
-	if st != http.StatusOK || secret == nil {
-		t.Fatalf("create a key: %d %s", st, body)
-	}
-	s.env.CaughtUp(t, "apikeys")
-	if _, body := s.get(t, owner, ws+"/api-keys"); !strings.Contains(body, "ci deploys") || strings.Contains(body, secret[1]) {
-		t.Fatal("the key list lacks the key or shows its secret again")
-	}
+	// The owner acts: a key's secret is shown once (keys_test.go); forms without the CSRF token
+	// are refused.
 	if st, body := s.post(t, owner, ws+"/api-keys", url.Values{"action": {"create"}, "label": {"x"}, "expires": {"yesterday"}}); st != http.StatusBadRequest ||
 		!strings.Contains(body, "Expires: must be a date") {
 		t.Fatalf("a bad expiry: %d %s", st, body)

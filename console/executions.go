@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -33,7 +34,17 @@ func (c *Console) executions(q *request) {
 		c.fail(q, domain.Invalid("status", "must be one of %s", strings.Join(executionStatuses, ", ")))
 		return
 	}
+	var err error
+	if f.IDPrefix, err = idPrefix(q.r.URL.Query().Get("id")); err != nil {
+		c.fail(q, err)
+		return
+	}
 	list, total, err := c.q.ExecutionsOf(q.ctx(), q.ws.ID, f, p)
+	if err == nil && total == 1 && len(f.IDPrefix) == len(list[0].ID) {
+		// A whole id found: its page is what was asked for.
+		http.Redirect(q.w, q.r, "/workspaces/"+url.PathEscape(q.ws.ID)+"/executions/"+url.PathEscape(list[0].ID), http.StatusSeeOther)
+		return
+	}
 	if err != nil {
 		c.fail(q, err)
 		return
@@ -47,9 +58,21 @@ func (c *Console) executions(q *request) {
 		Statuses: executionStatuses, Modules: mods})
 }
 
+// idPrefix reads the id search of the executions list: an execution id or its beginning (hex
+// digits and dashes, as ids are written), in any case.
+func idPrefix(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if len(s) > 36 || strings.Trim(s, "0123456789abcdef-") != "" {
+		return "", domain.Invalid("id", "must be an execution id or its beginning (hex digits and dashes)")
+	}
+	return s, nil
+}
+
 type executionData struct {
 	Execution execution.State
-	Attempts  []execution.WebhookAttempt
+	// Runs are the module's attempts; Attempts the callback's delivery attempts.
+	Runs     []execution.Attempt
+	Attempts []execution.WebhookAttempt
 	// CanReplay: an owner or admin, a finished execution with a callback.
 	CanReplay bool
 }
@@ -82,7 +105,12 @@ func (c *Console) execution(q *request) {
 		c.fail(q, err)
 		return
 	}
-	d := executionData{Execution: st, Attempts: attempts,
+	runs, err := c.cmds.ExecutionAttempts(q.ctx(), id)
+	if err != nil {
+		c.fail(q, err)
+		return
+	}
+	d := executionData{Execution: st, Runs: runs, Attempts: attempts,
 		CanReplay: q.ws.Manages && st.Callback.URL != "" && st.Status.Terminal()}
 	c.renderView(q, http.StatusOK, "execution", "Execution "+id, d, notice, errText)
 }

@@ -1,23 +1,38 @@
 package console
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/apikey"
 	"github.com/switchyard/switchyard/projections"
 )
 
 type keysData struct {
-	List      []projections.APIKeyRow
+	List      []keyRow
 	Pager     pager
 	Workflows []projections.WorkflowListItem
 	// Minted is the key just created: its secret is shown this once.
-	Minted *commands.APIKeyMinted
+	Minted *mintedKey
 	Form   keyForm
+	// Revoking is the key whose revocation waits for a confirmation; LastActive when no other
+	// key of the workspace would be left working.
+	Revoking   *keyRow
+	LastActive bool
+}
+
+// keyRow is a key of the list with its state in words.
+type keyRow struct {
+	projections.APIKeyRow
+	// State is active, expired or revoked.
+	State string
 }
 
 type keyForm struct {
@@ -26,8 +41,25 @@ type keyForm struct {
 	Expires   string
 }
 
-// apiKeys lists the workspace's API keys; owners and admins create (the secret shown once)
-// and revoke them.
+// mintedKey is what the one view of a new key shows, held sealed in a cookie between the
+// create and the page it redirects to.
+type mintedKey struct {
+	ID        string    `json:"id"`
+	APIKey    string    `json:"apiKey"`
+	APISecret string    `json:"apiSecret"`
+	Label     string    `json:"label"`
+	Until     time.Time `json:"until"`
+}
+
+// mintedCookie holds a new key's secret, sealed, from the create's redirect to the page that
+// shows it once; mintedFor is how long it waits to be shown.
+const (
+	mintedCookie = "sy_minted"
+	mintedFor    = 5 * time.Minute
+)
+
+// apiKeys lists the workspace's API keys; owners and admins create them (post, redirect, then
+// the secret shown once) and revoke them (after a confirmation).
 func (c *Console) apiKeys(q *request) {
 	p, ok := c.listPage(q)
 	if !ok {
@@ -40,46 +72,131 @@ func (c *Console) apiKeys(q *request) {
 			return
 		}
 		var err error
-		switch q.r.PostForm.Get("action") {
-		case "create":
-			d.Form = keyForm{Label: q.r.PostForm.Get("label"), Workflows: q.r.PostForm["workflows"], Expires: q.r.PostForm.Get("expires")}
-			var m commands.APIKeyMinted
-			if m, err = c.createKey(q, d.Form); err == nil {
-				d.Minted, d.Form = &m, keyForm{}
-				notice = "Key created. Copy the secret now: it is not shown again."
-			}
-		case "revoke":
-			if err = c.revokeKey(q, q.r.PostForm.Get("key_id")); err == nil {
-				notice = "Key revoked: requests signed with it are refused from now on."
-			}
-		default:
-			err = domain.Invalid("action", "must be create or revoke")
+		if d.Form, err = c.keyAction(q); err == nil {
+			return // redirected
 		}
-		if err != nil {
-			status, _, errText = words(err, q.ws.Role)
+		status, _, errText = words(err, q.ws.Role)
+	}
+	query := q.r.URL.Query()
+	created, revoked := query.Get("created"), query.Get("revoked")
+	switch {
+	case created != "":
+		if d.Minted = c.takeMinted(q, created); d.Minted != nil {
+			notice = "Key created. Copy the secret now: it is not shown again."
+		} else {
+			notice = "The key's secret was shown once and is not shown again. If it was not copied, revoke the key and create another."
 		}
+	case revoked != "":
+		notice = "Key revoked: requests signed with it are refused from now on."
 	}
 	list, total, err := c.q.APIKeysOf(q.ctx(), q.ws.ID, p)
 	if err != nil {
 		c.fail(q, err)
 		return
 	}
-	if d.Minted != nil && !slices.ContainsFunc(list, func(k projections.APIKeyRow) bool { return k.ID == d.Minted.ID }) {
-		// The read model has not caught up with the create yet: show the key from its answer.
-		m := d.Minted
-		list, total = append([]projections.APIKeyRow{{ID: m.ID, WorkspaceID: q.ws.ID, Label: m.Label, AllowedWorkflowIDs: m.AllowedWorkflowIDs,
-			ExpiresAt: m.ExpiresAt, CreatedAt: m.CreatedAt}}, list...), total+1
+	rows := c.keyRows(q, list, created, revoked)
+	d.List, d.Pager = rows, newPager(q, p, total+len(rows)-len(list))
+	if id := query.Get("revoke"); id != "" && q.ws.Manages && q.r.Method == http.MethodGet {
+		if err := c.confirmRevoke(q, &d, id); err != nil {
+			c.fail(q, err)
+			return
+		}
 	}
-	d.List, d.Pager = list, newPager(q, p, total)
 	if d.Workflows, _, err = c.q.WorkflowsOf(q.ctx(), q.ws.ID, projections.Page{Page: 1, Limit: projections.MaxPageLimit}); err != nil {
 		c.fail(q, err)
 		return
 	}
-	if d.Minted != nil {
-		// The list may not have the new key yet: the secret is the point of this answer.
-		q.w.Header().Set("Cache-Control", "no-store")
-	}
 	c.renderView(q, status, "keys", "API keys", d, notice, errText)
+}
+
+// keyAction runs the form's create or revoke and redirects to the page that shows the result,
+// so reloading it repeats nothing. On failure it returns the form to show again.
+func (c *Console) keyAction(q *request) (keyForm, error) {
+	base := "/workspaces/" + url.PathEscape(q.ws.ID) + "/api-keys"
+	switch q.r.PostForm.Get("action") {
+	case "create":
+		f := keyForm{Label: q.r.PostForm.Get("label"), Workflows: q.r.PostForm["workflows"], Expires: q.r.PostForm.Get("expires")}
+		m, err := c.createKey(q, f)
+		if err == nil {
+			err = c.holdMinted(q, m)
+		}
+		if err != nil {
+			return f, err
+		}
+		http.Redirect(q.w, q.r, base+"?created="+url.QueryEscape(m.ID), http.StatusSeeOther)
+		return f, nil
+	case "revoke":
+		id := q.r.PostForm.Get("key_id")
+		if err := c.revokeKey(q, id); err != nil {
+			return keyForm{}, err
+		}
+		http.Redirect(q.w, q.r, base+"?revoked="+url.QueryEscape(id), http.StatusSeeOther)
+		return keyForm{}, nil
+	}
+	return keyForm{}, domain.Invalid("action", "must be create or revoke")
+}
+
+// keyRows is the page of keys with the key just created or revoked as its stream has it: the
+// read model may not have caught up with the change yet.
+func (c *Console) keyRows(q *request, list []projections.APIKeyRow, created, revoked string) []keyRow {
+	for _, id := range []string{created, revoked} {
+		if id == "" {
+			continue
+		}
+		k, err := c.cmds.APIKey(q.ctx(), id)
+		if err != nil || k.WorkspaceID != q.ws.ID {
+			continue
+		}
+		row := keyFromState(k)
+		if i := slices.IndexFunc(list, func(r projections.APIKeyRow) bool { return r.ID == k.ID }); i >= 0 {
+			list[i].RevokedAt, list[i].RevokeReason = row.RevokedAt, row.RevokeReason
+		} else if id == created {
+			list = append([]projections.APIKeyRow{row}, list...)
+		}
+	}
+	now := c.now()
+	out := make([]keyRow, len(list))
+	for i, k := range list {
+		out[i] = keyRow{APIKeyRow: k, State: keyState(k, now)}
+	}
+	return out
+}
+
+func keyFromState(k apikey.State) projections.APIKeyRow {
+	return projections.APIKeyRow{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, AllowedWorkflowIDs: k.AllowedWorkflowIDs,
+		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeReason: k.RevokeReason, CreatedAt: k.CreatedAt}
+}
+
+func keyState(k projections.APIKeyRow, now time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return "revoked"
+	case k.ExpiresAt != nil && !k.ExpiresAt.After(now):
+		return "expired"
+	}
+	return "active"
+}
+
+// confirmRevoke fills the confirmation of revoking key id, warning harder when it is the
+// workspace's last working key.
+func (c *Console) confirmRevoke(q *request, d *keysData, id string) error {
+	k, err := c.cmds.APIKey(q.ctx(), id)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && k.WorkspaceID != q.ws.ID) {
+		return domain.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	row := keyRow{APIKeyRow: keyFromState(k)}
+	if row.State = keyState(row.APIKeyRow, c.now()); row.State != "active" {
+		return nil // nothing to confirm: it works no more
+	}
+	active, err := c.q.ActiveAPIKeys(q.ctx(), q.ws.ID, c.now())
+	if err != nil {
+		return err
+	}
+	d.Revoking, d.LastActive = &row, active <= 1
+	return nil
 }
 
 func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error) {
@@ -89,6 +206,56 @@ func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error
 		return commands.APIKeyMinted{}, err
 	}
 	return c.cmds.CreateAPIKey(q.acting(), cmd)
+}
+
+// mintedAAD binds the sealed secret to the person and workspace it was created for: another
+// person's or workspace's cookie does not open.
+func (c *Console) mintedAAD(q *request) []byte {
+	return []byte("console-minted-api-key\x00" + q.user.ID + "\x00" + q.ws.ID)
+}
+
+func (c *Console) mintedPath(q *request) string { return "/workspaces/" + q.ws.ID + "/api-keys" }
+
+// holdMinted keeps the new key's secret sealed in a short-lived cookie of the keys page, for
+// the one view after the redirect. The secret is in no event and on no server: when the
+// cookie is gone, so is the secret.
+func (c *Console) holdMinted(q *request, m commands.APIKeyMinted) error {
+	b, err := json.Marshal(mintedKey{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: m.Label, Until: c.now().Add(mintedFor)})
+	if err != nil {
+		return err
+	}
+	sealed, err := c.idp.Sealer().Seal(b, c.mintedAAD(q))
+	if err != nil {
+		return err
+	}
+	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: sealed, Path: c.mintedPath(q), MaxAge: int(mintedFor / time.Second),
+		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
+	return nil
+}
+
+// takeMinted returns the key just created with id from its cookie and deletes the cookie, so
+// the secret is shown once; nil when it was shown already, ran out or is another's.
+func (c *Console) takeMinted(q *request, id string) *mintedKey {
+	ck, err := q.r.Cookie(mintedCookie)
+	if err != nil {
+		return nil
+	}
+	b, err := c.idp.Sealer().Open(ck.Value, c.mintedAAD(q))
+	var m mintedKey
+	if err != nil || json.Unmarshal(b, &m) != nil || !c.now().Before(m.Until) {
+		c.dropMinted(q)
+		return nil
+	}
+	if m.ID != id {
+		return nil // another key's, created since: its own page shows it
+	}
+	c.dropMinted(q)
+	return &m
+}
+
+func (c *Console) dropMinted(q *request) {
+	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: "", Path: c.mintedPath(q), MaxAge: -1,
+		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
 }
 
 // parseExpiry reads an expiry date of a form (the start of that day, UTC); "" never expires.

@@ -43,13 +43,14 @@ type pages struct {
 
 func loadPages() (*pages, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
-		"join":    strings.Join,
-		"has":     slices.Contains[[]string],
-		"when":    when,
-		"credits": func(c billing.Credits) string { return c.String() },
-		"pretty":  pretty,
-		"failure": failureText,
-		"path":    url.PathEscape,
+		"join":     strings.Join,
+		"has":      slices.Contains[[]string],
+		"when":     when,
+		"duration": duration,
+		"credits":  func(c billing.Credits) string { return c.String() },
+		"pretty":   pretty,
+		"failure":  failureText,
+		"path":     url.PathEscape,
 	}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
@@ -175,6 +176,9 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// timeLayout is how pages write a moment: to the second, as runs and retries are that quick.
+const timeLayout = "2006-01-02 15:04:05 UTC"
+
 // when formats a time for a table cell; the zero time and nil are blank.
 func when(t any) string {
 	switch v := t.(type) {
@@ -182,12 +186,12 @@ func when(t any) string {
 		if v.IsZero() {
 			return ""
 		}
-		return v.UTC().Format("2006-01-02 15:04 UTC")
+		return v.UTC().Format(timeLayout)
 	case *time.Time:
 		if v == nil || v.IsZero() {
 			return ""
 		}
-		return v.UTC().Format("2006-01-02 15:04 UTC")
+		return v.UTC().Format(timeLayout)
 	}
 	return ""
 }

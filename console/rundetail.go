@@ -14,6 +14,15 @@ import (
 // drawn, one entry per component of the definition the run started with.
 type RunDetail struct {
 	run.Detail
+	// DisplayStatus is the status as the page says it: CANCELED for a canceled run, which
+	// the API reports as FAILED (SPEC.md 3).
+	DisplayStatus string `json:"displayStatus"`
+	// ErrorText is the run's failure in words, naming the failed stage rather than its id.
+	ErrorText string `json:"errorText"`
+	// CanceledStageCount counts the stages the run's cancel stopped.
+	CanceledStageCount int `json:"canceledStageCount"`
+	// Duration is how long the run took, or has been going, in words.
+	Duration     string          `json:"duration"`
 	WorkflowName string          `json:"workflowName"`
 	Components   []RunComponent  `json:"components"`
 	Edges        []workflow.Edge `json:"edges"`
@@ -47,6 +56,8 @@ type StageCounts struct {
 	Running   int `json:"running"`
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
+	// Canceled counts the failed stages the run's cancel stopped (included in Failed).
+	Canceled int `json:"canceled"`
 }
 
 func (c StageCounts) total() int { return c.Created + c.Running + c.Completed + c.Failed }
@@ -59,7 +70,8 @@ func runGraphDetail(st *run.State) RunDetail {
 	def := st.Definition
 	g := def.Graph()
 	out := RunDetail{Detail: st.Detail(), WorkflowName: def.Name, Components: make([]RunComponent, len(def.Components)),
-		Edges: def.Edges}
+		Edges: def.Edges, ErrorText: runErrorText(st), CanceledStageCount: canceledStages(st)}
+	out.DisplayStatus = runLabel(out.Detail)
 	if out.Edges == nil {
 		out.Edges = []workflow.Edge{}
 	}
@@ -95,6 +107,9 @@ func runGraphDetail(st *run.State) RunDetail {
 			cnt.Completed++
 		case run.StageStatusFailed:
 			cnt.Failed++
+			if stageLabel(s.Status, s.Error) == StatusCanceled {
+				cnt.Canceled++
+			}
 		}
 		if s.Module == workflow.ModuleForEach && s.Iteration == run.NoIteration {
 			loopStage[s.ComponentID] = s
@@ -124,7 +139,7 @@ func runGraphDetail(st *run.State) RunDetail {
 
 // componentStatus is the colour of a component: its one stage's status, or, for a FOR_EACH
 // body (a stage per item), RUNNING while any iteration is open or items are still to come,
-// then FAILED if any failed, else COMPLETED.
+// then FAILED if any failed, else COMPLETED; CANCELED when every failure was the run's cancel.
 func componentStatus(c RunComponent, runEnded bool) string {
 	n := c.Counts
 	switch {
@@ -137,6 +152,8 @@ func componentStatus(c RunComponent, runEnded bool) string {
 	case c.ForEach != "" && c.Iterations != nil && n.Completed+n.Failed < *c.Iterations && !runEnded:
 		// Between admissions of a bounded-concurrency loop: still in progress.
 		return string(run.StageStatusRunning)
+	case n.Failed > 0 && n.Failed == n.Canceled:
+		return StatusCanceled
 	case n.Failed > 0:
 		return string(run.StageStatusFailed)
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -79,13 +80,33 @@ type runPageData struct {
 	WorkflowName string
 	WorkflowID   string
 	Run          run.Detail
-	Stages       []run.StageView
+	// Status is the run's status as the page says it (CANCELED for a canceled run).
+	Status string
+	// ErrorText is the run's failure in words (runErrorText).
+	ErrorText string
+	// Canceled counts the stages the cancel stopped.
+	Canceled int
+	// Duration is how long the run took, or has been going.
+	Duration     string
+	TriggerBody  json.RawMessage
+	Stages       []stageRow
 	HiddenStages int
 	Cancellable  bool
 }
 
+// stageRow is a stage of the run page's table.
+type stageRow struct {
+	run.StageView
+	// Status is the stage's status as the page says it (stageLabel).
+	Status   string
+	Duration string
+	// Href is the stage's own page: input, output, error, attempts.
+	Href string
+}
+
 // runPage is the live run page: the run's workflow drawn as a graph with each stage's status,
-// kept current by run.js from the run stream.
+// kept current by run.js from the run stream, the trigger's body and a row per stage that
+// opens the stage's page.
 func (c *Console) runPage(q *request) {
 	st, err := c.loadRun(q)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -97,19 +118,44 @@ func (c *Console) runPage(q *request) {
 		return
 	}
 	det := st.Detail()
-	data := runPageData{RunID: st.ID, WorkflowName: st.Definition.Name, WorkflowID: st.WorkflowID, Run: det, Stages: det.RunStages,
+	data := runPageData{RunID: st.ID, WorkflowName: st.Definition.Name, WorkflowID: st.WorkflowID, Run: det, Status: runLabel(det),
+		ErrorText: runErrorText(&st), Canceled: canceledStages(&st), Duration: c.runDuration(&st), TriggerBody: st.Input,
 		Cancellable: q.ws.Manages && !st.Status.Terminal() && st.CancelAt.IsZero()}
-	if len(data.Stages) > dashboardTableLimit {
-		data.Stages, data.HiddenStages = data.Stages[:dashboardTableLimit], len(data.Stages)-dashboardTableLimit
+	stages := det.RunStages
+	if len(stages) > dashboardTableLimit {
+		stages, data.HiddenStages = stages[:dashboardTableLimit], len(stages)-dashboardTableLimit
+	}
+	data.Stages = make([]stageRow, len(stages))
+	for i, v := range stages {
+		data.Stages[i] = stageRow{StageView: v, Status: stageLabel(v.Status, v.Error), Href: stageHref(st.ID, v.ID)}
+		if v.Status.Terminal() {
+			data.Stages[i].Duration = duration(v.ExecutionDispatchedAt, v.UpdatedAt)
+		}
 	}
 	notice := ""
-	if q.r.URL.Query().Get("cancelled") == "1" {
+	switch {
+	case q.r.URL.Query().Get("cancelled") == "1":
 		notice = "Cancel requested: running stages finish, no new ones start."
+	case q.r.URL.Query().Get("finished") == "1":
+		notice = "The run had already finished: there was nothing to cancel."
 	}
 	c.renderView(q, http.StatusOK, "run", "Run "+st.ID, data, notice, "")
 }
 
-// cancelRun asks for the run to stop (owners and admins), then shows the run page again.
+// runDuration is how long the run took, or, while it goes on, has taken so far.
+func (c *Console) runDuration(st *run.State) string {
+	if st.Status.Terminal() {
+		return duration(st.CreatedAt, st.UpdatedAt)
+	}
+	return duration(st.CreatedAt, c.now())
+}
+
+func stageHref(runID, stageID string) string {
+	return "/dashboard/runs/" + url.PathEscape(runID) + "/stages/" + url.PathEscape(stageID)
+}
+
+// cancelRun asks for the run to stop (owners and admins), then shows the run page again; a run
+// that finished meanwhile shows the page saying so.
 func (c *Console) cancelRun(q *request) {
 	st, err := c.loadRun(q)
 	if err != nil {
@@ -119,15 +165,24 @@ func (c *Console) cancelRun(q *request) {
 	if !c.requireManage(q) {
 		return
 	}
+	page := "/dashboard/runs/" + url.PathEscape(st.ID)
+	if st.Status.Terminal() {
+		http.Redirect(q.w, q.r, page+"?finished=1", http.StatusSeeOther)
+		return
+	}
 	reason := strings.TrimSpace(q.r.PostForm.Get("reason"))
 	if reason == "" {
 		reason = "cancelled from the console by " + q.user.Email
 	}
-	if _, err := c.cmds.CancelRun(q.acting(), st.ID, reason); err != nil {
+	_, err = c.cmds.CancelRun(q.acting(), st.ID, reason)
+	switch {
+	case errors.Is(err, domain.ErrConflict): // it finished between the load and the cancel
+		http.Redirect(q.w, q.r, page+"?finished=1", http.StatusSeeOther)
+	case err != nil:
 		c.fail(q, err)
-		return
+	default:
+		http.Redirect(q.w, q.r, page+"?cancelled=1", http.StatusSeeOther)
 	}
-	http.Redirect(q.w, q.r, "/dashboard/runs/"+url.PathEscape(st.ID)+"?cancelled=1", http.StatusSeeOther)
 }
 
 // runDetail is the run page's JSON (session cookie; members of the run's workspace).
@@ -149,5 +204,7 @@ func (c *Console) runDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	httperr.JSON(w, http.StatusOK, runGraphDetail(&st))
+	d := runGraphDetail(&st)
+	d.Duration = c.runDuration(&st)
+	httperr.JSON(w, http.StatusOK, d)
 }

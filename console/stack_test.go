@@ -81,7 +81,14 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{env: env, sealer: sealer}
-	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	// The receiver takes every callback but those to a path ending in /fail.
+	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/fail") {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
 	t.Cleanup(s.hook.Close)
 	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
@@ -114,14 +121,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) seed(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
-	var err error
-	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
-		t.Fatal(err)
-	}
+	s.seedPeople(t)
 	if _, err := s.env.Cmds.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +155,24 @@ func (s *stack) seed(t *testing.T) {
 	}
 }
 
+// seedPeople makes the workspace with its owner and a member, and nothing else.
+func (s *stack) seedPeople(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
+	var err error
+	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s *stack) person(t *testing.T, role string) person {
 	t.Helper()
 	email := fmt.Sprintf("%s-%s@example.com", role, uuid.NewString()[:6])
-	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member"}[role]
+	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member", "admin": "Ada Admin"}[role]
 	id, err := s.env.Cmds.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
 	if err != nil {
 		t.Fatal(err)
@@ -192,11 +206,17 @@ func (s *stack) trigger(t *testing.T, workflowID, input string) string {
 // callbackExecution submits an execution with an HTTPS callback to the local receiver.
 func (s *stack) callbackExecution(t *testing.T) string {
 	t.Helper()
+	return s.callbackTo(t, "/hooks/switchyard")
+}
+
+// callbackTo submits an execution whose callback goes to path on the local receiver.
+func (s *stack) callbackTo(t *testing.T, path string) string {
+	t.Helper()
 	// Through a handler that seals, as serve's does (commands.WithSealer).
 	cmds := commands.New(s.env.Store, commands.WithSealer(s.sealer))
 	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
 		Input: json.RawMessage(`{"order": "A-1042", "lines": 3}`), Config: json.RawMessage(`{}`), Attempts: 1,
-		Callback: commands.CallbackRequest{URL: s.hook.URL + "/hooks/switchyard", Secret: "callback-secret"}})
+		Callback: commands.CallbackRequest{URL: s.hook.URL + path, Secret: "callback-secret"}})
 	if err != nil {
 		t.Fatal(err)
 	}

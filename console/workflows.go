@@ -1,10 +1,16 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/gorilla/mux"
 
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -32,9 +38,16 @@ type workflowData struct {
 	Graph    graph
 	Runs     []projections.RunRow
 	Pager    pager
+	// Definition is the workflow's definition as JSON, for the config view.
+	Definition json.RawMessage
+	// Triggerable: the workflow has an ON_API_CALLED component to start a run from.
+	Triggerable bool
+	// Body is the trigger form's body, kept when it was refused.
+	Body string
 }
 
-// workflow shows a workflow's graph, drawn from its definition, and its runs.
+// workflow shows a workflow's graph, drawn from its definition, each component's config, and
+// its runs; owners and admins start a run with a body of their choice (POST).
 func (c *Console) workflow(q *request) {
 	p, ok := c.listPage(q)
 	if !ok {
@@ -45,11 +58,55 @@ func (c *Console) workflow(q *request) {
 		c.fail(q, err)
 		return
 	}
+	d := workflowData{Workflow: wf, Graph: drawGraph(wf.Definition), Body: "{}",
+		Triggerable: slices.ContainsFunc(wf.Definition.Components, func(c workflow.Component) bool { return c.Module == workflow.ModuleTrigger })}
+	status, errText := http.StatusOK, ""
+	if q.r.Method == http.MethodPost {
+		if !c.requireManage(q) {
+			return
+		}
+		d.Body = q.r.PostForm.Get("body")
+		err := c.triggerFromPage(q, wf, d.Body)
+		if err == nil {
+			return // redirected to the run
+		}
+		status, _, errText = words(err, q.ws.Role)
+	}
+	if d.Definition, err = json.Marshal(wf.Definition); err != nil {
+		c.fail(q, err)
+		return
+	}
 	runs, total, err := c.q.RunsOf(q.ctx(), q.ws.ID, projections.RunFilter{WorkflowID: wf.ID}, p)
 	if err != nil {
 		c.fail(q, err)
 		return
 	}
-	c.render(q, http.StatusOK, "workflow", wf.Definition.Name, workflowData{Workflow: wf, Graph: drawGraph(wf.Definition),
-		Runs: runs, Pager: newPager(q, p, total)})
+	d.Runs, d.Pager = runs, newPager(q, p, total)
+	c.renderView(q, status, "workflow", wf.Definition.Name, d, "", errText)
+}
+
+// triggerFromPage starts the workflow's runs with body, as POST /v1/sdk/workflows/:id does
+// (an object, or empty for {}), and redirects to the run (or to the workflow's runs when its
+// triggers started several).
+func (c *Console) triggerFromPage(q *request, wf workflow.State, body string) error {
+	input := json.RawMessage(`{}`)
+	if strings.TrimSpace(body) != "" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &obj) != nil || obj == nil {
+			return domain.Invalid("body", "must be a JSON object (the trigger's input) or empty")
+		}
+		input = json.RawMessage(body)
+	}
+	runs, err := c.cmds.TriggerWorkflow(q.acting(), commands.TriggerWorkflow{WorkspaceID: q.ws.ID, WorkflowID: wf.ID, Input: input})
+	switch {
+	case err != nil:
+		return err
+	case len(runs) == 0:
+		return domain.Invalid("workflow", "has no %s component to start a run from", workflow.ModuleTrigger)
+	case len(runs) == 1:
+		http.Redirect(q.w, q.r, "/dashboard/runs/"+url.PathEscape(runs[0].RunID), http.StatusSeeOther)
+	default:
+		http.Redirect(q.w, q.r, "/workspaces/"+url.PathEscape(q.ws.ID)+"/runs?workflow="+url.QueryEscape(wf.ID), http.StatusSeeOther)
+	}
+	return nil
 }

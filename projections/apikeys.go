@@ -123,3 +123,14 @@ func (q *Queries) APIKeysOf(ctx context.Context, workspaceID string, p Page) ([]
 	}
 	return list, total, err
 }
+
+// ActiveAPIKeys counts the workspace's keys that are neither revoked nor expired at now.
+func (q *Queries) ActiveAPIKeys(ctx context.Context, workspaceID string, now time.Time) (int, error) {
+	var n int
+	err := q.db.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND revoked_at IS NULL
+		AND (expires_at IS NULL OR expires_at > $2)`, workspaceID, now).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count active api keys: %w", err)
+	}
+	return n, nil
+}

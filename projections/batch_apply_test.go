@@ -33,7 +33,7 @@ func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown stri
 		var evs []domain.Event
 		if submitted {
 			evs = append(evs, execution.Submitted{ExecutionID: id, WorkspaceID: "ws-" + fmt.Sprint(rng.IntN(3)), Module: "core.echo",
-				Attempts: 3, CachedFrom: []string{"", uuid.NewString()}[rng.IntN(2)], At: tick()})
+				Attempts: 3, CachedFrom: []string{"", uuid.NewString()}[rng.IntN(2)], RunID: []string{"", uuid.NewString()}[rng.IntN(2)], At: tick()})
 		}
 		if submitted && rng.IntN(5) == 0 { // run first: completed with no claim before it
 			return append(evs, execution.Completed{ExecutionID: id, Attempt: 1, Output: json.RawMessage(`{}`), TotalUsage: billing.FromWhole(1), At: tick()})

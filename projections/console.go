@@ -56,6 +56,8 @@ func (q *Queries) RunsOf(ctx context.Context, workspaceID string, f RunFilter, p
 type ExecutionFilter struct {
 	Status string
 	Module string
+	// IDPrefix keeps the executions whose id starts with it (lower-case hex and dashes).
+	IDPrefix string
 }
 
 // ExecutionRow is an execution as the executions read model holds it.
@@ -69,25 +71,35 @@ type ExecutionRow struct {
 	TotalUsage billing.Credits `json:"totalUsage"`
 	CreatedAt  time.Time       `json:"createdAt"`
 	UpdatedAt  time.Time       `json:"updatedAt"`
+	// RunID is the workflow run whose stage the execution ran ("" for an SDK call), with the
+	// run's workflow and its current name ("" once deleted).
+	RunID        string `json:"runId,omitempty"`
+	WorkflowID   string `json:"workflowId,omitempty"`
+	WorkflowName string `json:"workflowName,omitempty"`
 }
 
 // ExecutionsOf lists a page of the workspace's executions, newest first, and the total.
 func (q *Queries) ExecutionsOf(ctx context.Context, workspaceID string, f ExecutionFilter, p Page) ([]ExecutionRow, int, error) {
-	const where = `workspace_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR module = $3)`
+	const where = `e.workspace_id = $1 AND ($2 = '' OR e.status = $2) AND ($3 = '' OR e.module = $3) AND ($4 = '' OR starts_with(e.id::text, $4))`
 	var total int
-	if err := q.db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE `+where, workspaceID, f.Status, f.Module).Scan(&total); err != nil {
+	if err := q.db.QueryRow(ctx, `SELECT count(*) FROM executions e WHERE `+where, workspaceID, f.Status, f.Module, f.IDPrefix).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count executions: %w", err)
 	}
-	rows, err := q.db.Query(ctx, `SELECT id::text, module, status, attempt, attempts, cached_from, total_usage, created_at, updated_at
-		FROM executions WHERE `+where+` ORDER BY created_at DESC, id LIMIT $4 OFFSET $5`,
-		workspaceID, f.Status, f.Module, p.Limit, p.Offset())
+	rows, err := q.db.Query(ctx, `SELECT e.id::text, e.module, e.status, e.attempt, e.attempts, e.cached_from, e.total_usage, e.created_at, e.updated_at,
+			e.run_id, coalesce(r.workflow_id, ''), coalesce(w.name, '')
+		FROM executions e
+		LEFT JOIN runs r ON r.id = CASE WHEN e.run_id <> '' THEN e.run_id::uuid END
+		LEFT JOIN workflow_list w ON w.id = r.workflow_id
+		WHERE `+where+` ORDER BY e.created_at DESC, e.id LIMIT $5 OFFSET $6`,
+		workspaceID, f.Status, f.Module, f.IDPrefix, p.Limit, p.Offset())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list executions: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ExecutionRow, error) {
 		var x ExecutionRow
 		var usage int64
-		err := r.Scan(&x.ID, &x.Module, &x.Status, &x.Attempt, &x.Attempts, &x.CachedFrom, &usage, &x.CreatedAt, &x.UpdatedAt)
+		err := r.Scan(&x.ID, &x.Module, &x.Status, &x.Attempt, &x.Attempts, &x.CachedFrom, &usage, &x.CreatedAt, &x.UpdatedAt,
+			&x.RunID, &x.WorkflowID, &x.WorkflowName)
 		x.TotalUsage = billing.Credits(usage)
 		return x, err
 	})

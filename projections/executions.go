@@ -44,6 +44,8 @@ func (Executions) Migrate(ctx context.Context, tx pgx.Tx) error {
 		created_at    timestamptz NOT NULL,
 		updated_at    timestamptz NOT NULL
 	);
+	-- run_id came after the table: executions recorded before it show no run until a rebuild.
+	ALTER TABLE executions ADD COLUMN IF NOT EXISTS run_id text NOT NULL DEFAULT '';
 	CREATE INDEX IF NOT EXISTS executions_unfinished ON executions (updated_at) WHERE status IN ('CREATED', 'RUNNING');
 	CREATE INDEX IF NOT EXISTS executions_workspace ON executions (workspace_id, created_at DESC);`)
 	return err
@@ -57,9 +59,9 @@ func (Executions) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent
 	}
 	switch e := e.(type) {
 	case execution.Submitted:
-		tx.Exec(`INSERT INTO executions (id, workspace_id, module, status, attempts, cached_from, created_at, updated_at)
-			VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING`,
-			e.ExecutionID, e.WorkspaceID, e.Module, e.Attempts, e.CachedFrom, e.At)
+		tx.Exec(`INSERT INTO executions (id, workspace_id, module, status, attempts, cached_from, run_id, created_at, updated_at)
+			VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $7, $7) ON CONFLICT (id) DO NOTHING`,
+			e.ExecutionID, e.WorkspaceID, e.Module, e.Attempts, e.CachedFrom, e.RunID, e.At)
 	case execution.Started:
 		tx.Exec(`UPDATE executions SET status = 'RUNNING', attempt = $2, lease_until = $3, retry_at = NULL, updated_at = $4 WHERE id = $1`,
 			e.ExecutionID, e.Attempt, e.LeaseUntil, e.At)

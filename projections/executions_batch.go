@@ -14,10 +14,10 @@ import (
 type execChange struct {
 	id string
 	// submitted: the run holds the execution's Submitted, with the row's initial values.
-	submitted                     bool
-	workspace, module, cachedFrom string
-	attempts                      int
-	createdAt                     time.Time
+	submitted                            bool
+	workspace, module, cachedFrom, runID string
+	attempts                             int
+	createdAt                            time.Time
 	// updated: the run holds a later event; the columns it sets follow.
 	updated                                   bool
 	setStatus, setAttempt, setLease, setRetry bool
@@ -36,6 +36,7 @@ func (c *execChange) apply(e any) {
 	switch e := e.(type) {
 	case execution.Submitted:
 		c.submitted, c.workspace, c.module, c.attempts, c.cachedFrom, c.createdAt = true, e.WorkspaceID, e.Module, e.Attempts, e.CachedFrom, e.At
+		c.runID = e.RunID
 		c.status, c.updatedAt = string(execution.StatusCreated), e.At
 	case execution.Started:
 		c.set(e.At)
@@ -123,7 +124,7 @@ func executionIDOf(e any) string {
 // column already set, and returns the ids inserted. A row that exists already is left alone
 // (as Apply's ON CONFLICT DO NOTHING), and the later events then update it.
 func insertExecutions(ctx context.Context, tx *Tx, changes []*execChange) (map[string]bool, error) {
-	var ids, wss, modules, statuses, cached []string
+	var ids, wss, modules, statuses, cached, runs []string
 	var attempt, attempts []int32
 	var leases, retries []*time.Time
 	var errs []*string
@@ -134,6 +135,7 @@ func insertExecutions(ctx context.Context, tx *Tx, changes []*execChange) (map[s
 			continue
 		}
 		ids, wss, modules, statuses, cached = append(ids, c.id), append(wss, c.workspace), append(modules, c.module), append(statuses, c.status), append(cached, c.cachedFrom)
+		runs = append(runs, c.runID)
 		attempt, attempts = append(attempt, int32(c.attempt)), append(attempts, int32(c.attempts))
 		leases, retries, errs, usage = append(leases, c.lease), append(retries, c.retry), append(errs, c.errJSON), append(usage, c.usage)
 		created, updated = append(created, c.createdAt), append(updated, c.updatedAt)
@@ -143,13 +145,13 @@ func insertExecutions(ctx context.Context, tx *Tx, changes []*execChange) (map[s
 		return inserted, nil
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO executions (id, workspace_id, module, status, attempt, attempts, cached_from,
-			lease_until, retry_at, error, total_usage, created_at, updated_at)
-		SELECT id, ws, module, status, attempt, attempts, cached, lease, retry, err::jsonb, usage, created, updated
+			lease_until, retry_at, error, total_usage, created_at, updated_at, run_id)
+		SELECT id, ws, module, status, attempt, attempts, cached, lease, retry, err::jsonb, usage, created, updated, run
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[],
-			$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[])
-			AS u(id, ws, module, status, attempt, attempts, cached, lease, retry, err, usage, created, updated)
+			$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::text[])
+			AS u(id, ws, module, status, attempt, attempts, cached, lease, retry, err, usage, created, updated, run)
 		ON CONFLICT (id) DO NOTHING RETURNING id::text`,
-		ids, wss, modules, statuses, attempt, attempts, cached, leases, retries, errs, usage, created, updated)
+		ids, wss, modules, statuses, attempt, attempts, cached, leases, retries, errs, usage, created, updated, runs)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func (Workspaces) Tables() []string { return []string{"workspaces", "memberships
 
 // Filter implements Projector.
 func (Workspaces) Filter() eventstore.Filter {
-	return eventstore.Filter{Types: typesOf(workspace.Created{}, workspace.MemberAdded{})}
+	return eventstore.Filter{Types: typesOf(workspace.Created{}, workspace.MemberAdded{}, workspace.MemberRoleChanged{}, workspace.MemberRemoved{})}
 }
 
 // Migrate implements Projector.
@@ -61,6 +61,11 @@ func (Workspaces) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent
 		tx.Exec(`INSERT INTO memberships (workspace_id, user_id, role, updated_at) VALUES ($1,$2,$3,$4)
 			ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = EXCLUDED.updated_at`,
 			e.WorkspaceID, e.UserID, e.Role, e.At)
+	case workspace.MemberRoleChanged:
+		tx.Exec(`UPDATE memberships SET role = $3, updated_at = $4 WHERE workspace_id = $1 AND user_id = $2`,
+			e.WorkspaceID, e.UserID, e.Role, e.At)
+	case workspace.MemberRemoved:
+		tx.Exec(`DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2`, e.WorkspaceID, e.UserID)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ func newAdminCmd() *cobra.Command {
 	user := &cobra.Command{Use: "user", Short: "Manage users"}
 	user.AddCommand(newUserCreateCmd())
 	ws := &cobra.Command{Use: "workspace", Short: "Manage workspaces"}
-	ws.AddCommand(newWorkspaceCreateCmd(), newWorkspaceAddMemberCmd())
+	ws.AddCommand(newWorkspaceCreateCmd(), newWorkspaceAddMemberCmd(), newWorkspaceSetRoleCmd(), newWorkspaceRemoveMemberCmd())
 	credits := &cobra.Command{Use: "credits", Short: "Manage paid credit"}
 	credits.AddCommand(newTopUpCmd())
 	plan := &cobra.Command{Use: "plan", Short: "Manage plan-included credit"}
@@ -84,7 +84,7 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "add-member --workspace ID --email E [--role owner|admin|member]",
-		Short: "Give a user a role in a workspace",
+		Short: "Make a user a member of a workspace (a member already: use set-role)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
@@ -99,6 +99,59 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
 	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
 	cmd.Flags().StringVar(&role, "role", "member", "owner, admin or member")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.MarkFlagRequired("workspace")
+	cmd.MarkFlagRequired("email")
+	return cmd
+}
+
+func newWorkspaceSetRoleCmd() *cobra.Command {
+	var workspaceID, email, role string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "set-role --workspace ID --email E --role owner|admin|member",
+		Short: "Change a member's role (never the last owner's)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withApp(cmd.Context(), func(a *app) error {
+				err := a.cmds.ChangeMemberRole(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Role: role, Operator: true})
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "role": role},
+					fmt.Sprintf("%s is %s of %s", email, role, workspaceID))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
+	cmd.Flags().StringVar(&role, "role", "", "owner, admin or member (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.MarkFlagRequired("workspace")
+	cmd.MarkFlagRequired("email")
+	cmd.MarkFlagRequired("role")
+	return cmd
+}
+
+func newWorkspaceRemoveMemberCmd() *cobra.Command {
+	var workspaceID, email string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "remove-member --workspace ID --email E",
+		Short: "Take a member out of a workspace (never the last owner)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withApp(cmd.Context(), func(a *app) error {
+				if err := a.cmds.RemoveMember(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Operator: true}); err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "removed": true},
+					fmt.Sprintf("%s is no longer a member of %s", email, workspaceID))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("workspace")
 	cmd.MarkFlagRequired("email")

@@ -168,7 +168,8 @@
     (detail.components || []).forEach(function (c) {
       var n = nodes[c.id];
       if (!n) return;
-      var cls = 'node st-' + c.status + ((c.counts && c.counts.failed) ? ' has-failed' : '');
+      // A red rim marks real failures among a loop body's items, not stages a cancel stopped.
+      var cls = 'node st-' + c.status + ((c.counts && c.counts.failed > (c.counts.canceled || 0)) ? ' has-failed' : '');
       n.g.setAttribute('class', cls);
       n.g.setAttribute('data-status', c.status);
       var text = countsText(c);
@@ -177,24 +178,53 @@
     });
   }
 
-  function renderSummary(d) {
+  function setStatus(status) {
     var st = document.getElementById('run-status');
-    st.textContent = d.status;
-    st.setAttribute('data-status', d.status);
-    st.setAttribute('class', 'status st-' + d.status);
+    st.textContent = status;
+    st.setAttribute('data-status', status);
+    st.setAttribute('class', 'status st-' + status);
+  }
+
+  function renderSummary(d) {
+    setStatus(d.displayStatus || d.status);
     setText('pending', String(d.pendingStageCount));
     setText('failed', String(d.failedStageCount));
+    setText('canceled', String(d.canceledStageCount || 0));
+    document.getElementById('canceled-box').hidden = !d.canceledStageCount;
+    document.getElementById('failed-box').hidden = !!d.canceledStageCount && !d.failedStageCount;
     setText('usage', String(d.totalUsage));
+    if (d.duration) setText('duration', d.duration);
     var cancelBox = document.getElementById('cancel-box');
     if (d.cancelRequestedAt) {
       cancelBox.hidden = false;
-      setText('cancel', fmtTime(d.cancelRequestedAt) + (d.cancelReason ? ' · ' + d.cancelReason : ''));
+      setText('cancel', fmtTime(d.cancelRequestedAt));
     }
     var err = document.getElementById('run-error');
-    if (d.error !== undefined && d.error !== null) {
+    var text = d.errorText || errorText(d.error);
+    if (text) {
       err.hidden = false;
-      err.textContent = errorText(d.error);
+      err.textContent = text;
     }
+  }
+
+  // stageLabel is a stage's status as the page says it: CANCELED for one the run's cancel
+  // stopped (the API says FAILED).
+  function stageLabel(s) {
+    return s.status === 'FAILED' && s.error && s.error.code === 'canceled' ? 'CANCELED' : s.status;
+  }
+
+  // took is a finished stage's time from dispatch to its end, in words.
+  function took(s) {
+    if (s.status !== 'COMPLETED' && s.status !== 'FAILED') return '';
+    if (!s.executionDispatchedAt || !s.updatedAt) return '';
+    var ms = new Date(s.updatedAt) - new Date(s.executionDispatchedAt);
+    if (isNaN(ms) || ms < 0) return '';
+    if (ms < 1000) return ms + ' ms';
+    var sec = ms / 1000;
+    if (sec < 10) return (Math.floor(sec * 10) / 10).toString() + ' s';
+    if (sec < 60) return Math.floor(sec) + ' s';
+    if (sec < 3600) return Math.floor(sec / 60) + ' min ' + (Math.floor(sec) % 60) + ' s';
+    return Math.floor(sec / 3600) + ' h ' + (Math.floor(sec / 60) % 60) + ' min';
   }
 
   function renderTable(d) {
@@ -204,28 +234,30 @@
     stages.slice(0, TABLE_LIMIT).forEach(function (s) {
       var tr = document.createElement('tr');
       tr.setAttribute('data-stage-id', s.id);
-      var name = document.createElement('td');
-      name.appendChild(document.createTextNode((s.name || '') + ' '));
+      var name = cell(tr, '', 'Stage');
+      var link = document.createElement('a');
+      link.className = 'stage-link';
+      link.href = base + '/stages/' + encodeURIComponent(s.id);
+      link.textContent = s.name || s.referenceId;
+      name.appendChild(link);
+      name.appendChild(document.createTextNode(' '));
       var code = document.createElement('code');
       code.textContent = s.referenceId;
       name.appendChild(code);
-      tr.appendChild(name);
-      var mod = document.createElement('td');
       var mc = document.createElement('code');
       mc.textContent = s.module;
-      mod.appendChild(mc);
-      tr.appendChild(mod);
-      cell(tr, s.iteration >= 0 ? String(s.iteration) : '');
-      var stc = document.createElement('td');
+      cell(tr, '', 'Module').appendChild(mc);
+      cell(tr, s.iteration >= 0 ? String(s.iteration) : '', 'Item');
+      var label = stageLabel(s);
       var badge = document.createElement('span');
-      badge.className = 'status st-' + s.status;
-      badge.textContent = s.status;
-      stc.appendChild(badge);
-      tr.appendChild(stc);
-      cell(tr, String(s.executionAttempt));
-      cell(tr, String(s.creditUsage));
-      cell(tr, s.updatedAt ? fmtTime(s.updatedAt).slice(11, 19) : '');
-      cell(tr, errorText(s.error), 'err');
+      badge.className = 'status st-' + label;
+      badge.textContent = label;
+      cell(tr, '', 'Status').appendChild(badge);
+      cell(tr, String(s.executionAttempt), 'Attempt');
+      cell(tr, String(s.creditUsage), 'Credits');
+      cell(tr, took(s), 'Took', 'nowrap');
+      cell(tr, s.updatedAt ? fmtTime(s.updatedAt).slice(11, 19) : '', 'Updated');
+      cell(tr, errorText(s.error), 'Error', 'err');
       rows.appendChild(tr);
     });
     body.textContent = '';
@@ -235,11 +267,14 @@
     more.textContent = stages.length > TABLE_LIMIT ? 'And ' + (stages.length - TABLE_LIMIT) + ' more stages; the graph counts them all.' : '';
   }
 
-  function cell(tr, text, cls) {
+  // cell appends a labelled cell (the label heads it when the table collapses at phone width).
+  function cell(tr, text, label, cls) {
     var td = document.createElement('td');
     if (cls) td.className = cls;
+    td.setAttribute('data-label', label);
     td.textContent = text;
     tr.appendChild(td);
+    return td;
   }
 
   function render(d) {
@@ -280,10 +315,15 @@
       });
   }
 
+  // finish stops following a run that ended, and takes away what only a running run offers.
   function finish() {
     ended = true;
     if (source) { source.close(); source = null; }
     setText('live', 'Finished');
+    var cancel = document.getElementById('cancel-section');
+    if (cancel) cancel.parentNode.removeChild(cancel);
+    var label = document.querySelector('#duration');
+    if (label && label.previousElementSibling) label.previousElementSibling.textContent = 'Took';
   }
 
   function connect() {
@@ -294,10 +334,8 @@
       var ev;
       try { ev = JSON.parse(m.data); } catch (e) { return; }
       if (ev && ev.status) {
-        var st = document.getElementById('run-status');
-        st.textContent = ev.status;
-        st.setAttribute('data-status', ev.status);
-        st.setAttribute('class', 'status st-' + ev.status);
+        // A canceled run's terminal event says FAILED with cancelRequestedAt set (SPEC.md 2.6).
+        setStatus(ev.status === 'FAILED' && ev.output && ev.output.cancelRequestedAt ? 'CANCELED' : ev.status);
       }
       // The server closes the stream after the terminal event; EventSource would reconnect.
       if (ev && terminal(ev.status) && source) { source.close(); source = null; }

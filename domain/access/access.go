@@ -160,13 +160,5 @@ func Check(ws workspace.State, c Caller, required string) (Grant, error) {
 }
 
 // MayGrant reports whether a member with role granter may give someone role: owners any role,
-// admins admin or member, members none.
-func MayGrant(granter, role string) bool {
-	switch granter {
-	case workspace.RoleOwner:
-		return workspace.ValidRole(role)
-	case workspace.RoleAdmin:
-		return role == workspace.RoleAdmin || role == workspace.RoleMember
-	}
-	return false
-}
+// admins admin or member, members none (workspace.MayGrant, which the member decisions apply).
+func MayGrant(granter, role string) bool { return workspace.MayGrant(granter, role) }

@@ -48,3 +48,72 @@ func WebhookAttempts(history []domain.Event) []WebhookAttempt {
 	}
 	return out
 }
+
+// Attempt is one run of an execution's module as its history records it.
+type Attempt struct {
+	Attempt int
+	// StartedAt is when a worker claimed it; for a call run before its first claim was
+	// written (DecideCompleteFirst), the submit's time.
+	StartedAt time.Time
+	// EndedAt is zero while it runs.
+	EndedAt time.Time
+	// Outcome is running, completed, failed (final) or retried (a failure followed by another
+	// attempt at RetryAt); a claim whose lease ran out before any outcome shows as running
+	// until the same attempt is claimed again.
+	Outcome string
+	Error   json.RawMessage
+	RetryAt time.Time
+	// Claims counts the claims of the attempt: more than one when a worker's lease ran out.
+	Claims int
+}
+
+// The outcomes of an Attempt.
+const (
+	OutcomeRunning   = "running"
+	OutcomeCompleted = "completed"
+	OutcomeFailed    = "failed"
+	OutcomeRetried   = "retried"
+)
+
+// Attempts lists the module attempts of an execution's history, oldest first.
+func Attempts(history []domain.Event) []Attempt {
+	var out []Attempt
+	var submitted time.Time
+	get := func(n int) *Attempt {
+		for i := range out {
+			if out[i].Attempt == n {
+				return &out[i]
+			}
+		}
+		out = append(out, Attempt{Attempt: n, Outcome: OutcomeRunning})
+		return &out[len(out)-1]
+	}
+	for _, e := range history {
+		switch ev := e.(type) {
+		case Submitted:
+			submitted = ev.At
+		case Started:
+			a := get(ev.Attempt)
+			a.Claims++
+			if a.StartedAt.IsZero() {
+				a.StartedAt = ev.At
+			}
+		case AttemptFailed:
+			a := get(ev.Attempt)
+			a.EndedAt, a.Outcome, a.Error, a.RetryAt = ev.At, OutcomeRetried, ev.Error, ev.RetryAt
+		case Completed:
+			a := get(max(ev.Attempt, 1))
+			if a.StartedAt.IsZero() {
+				a.StartedAt = submitted
+			}
+			a.EndedAt, a.Outcome = ev.At, OutcomeCompleted
+		case Failed:
+			a := get(max(ev.Attempt, 1))
+			if a.StartedAt.IsZero() {
+				a.StartedAt = submitted
+			}
+			a.EndedAt, a.Outcome, a.Error = ev.At, OutcomeFailed, ev.Error
+		}
+	}
+	return out
+}
