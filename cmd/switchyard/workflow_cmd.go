@@ -142,11 +142,11 @@ func newWorkflowListCmd() *cobra.Command {
 		Short: "List a workspace's workflows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if page < 1 || limit < 1 || limit > 100 {
-				return fmt.Errorf("--page must be at least 1 and --limit from 1 to 100")
+			p, err := projections.NewPage(page, limit)
+			if err != nil {
+				return fmt.Errorf("--%w", err)
 			}
 			return withApp(cmd.Context(), func(a *app) error {
-				p := projections.Page{Page: page, Limit: limit}
 				list, total, err := a.queries.WorkflowsOf(cmd.Context(), workspaceID, p)
 				if err != nil {
 					return err
