@@ -239,4 +239,3 @@ func (s *routeFuzzStack) authenticate(req *http.Request, path string) {
 		req.AddCookie(&http.Cookie{Name: identity.SessionCookie, Value: s.session})
 	}
 }
-
