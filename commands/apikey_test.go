@@ -175,8 +175,12 @@ func TestAPIKeyErrors(t *testing.T) {
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
-	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: uuid.NewString()}); !errors.Is(err, domain.ErrNotFound) {
-		t.Fatalf("unknown workspace: %v", err)
+	// A workspace id that is no UUID (NUL, invalid UTF-8 among them) is an unknown workspace,
+	// never a store error.
+	for _, id := range []string{uuid.NewString(), "default", "\x00", "\xff"} {
+		if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: id}); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("workspace %q: %v", id, err)
+		}
 	}
 	past := now.Add(-time.Minute)
 	var ve *domain.ValidationError

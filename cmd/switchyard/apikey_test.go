@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,39 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 			t.Errorf("%s: %s", name, res)
 		}
 	}
+}
+
+// --workspace takes the workspace's name where no other workspace has it, as the docs call the
+// bootstrap workspace "default"; a name two workspaces share is refused with both ids.
+func TestWorkspaceFlagTakesAUniqueName(t *testing.T) {
+	c := newCLI(t)
+	var boot map[string]any
+	c.okJSON(&boot, "admin", "bootstrap", "--email", "boot@example.com", "--password", "password-123", "--workspace", "default", "--json")
+	ws := boot["workspaceId"].(string)
+	var bal map[string]any
+	c.okJSON(&bal, "admin", "credits", "topup", "--workspace", "default", "--amount", "2", "--json")
+	if bal["workspaceId"] != ws || bal["credit"] != float64(2) {
+		t.Fatalf("topup --workspace default: %v, want workspace %s", bal, ws)
+	}
+	wf := cliWorkflow(t, c, "default", "Deploy")
+	var key map[string]any
+	c.okJSON(&key, "admin", "apikey", "create", "--workspace", "default", "--allowed-workflow", wf, "--json")
+	if res := c.ok("admin", "workflow", "get", wf, "--workspace", "default"); !strings.Contains(res.stdout, wf) {
+		t.Fatalf("workflow get --workspace default: %s", res)
+	}
+
+	if res := c.run("admin", "credits", "topup", "--workspace", "nowhere", "--amount", "1"); res.code == 0 ||
+		!strings.Contains(res.stderr, `--workspace "nowhere": no workspace has this id or name`) {
+		t.Errorf("an unknown name: %s", res)
+	}
+	var again map[string]any
+	c.okJSON(&again, "admin", "workspace", "create", "--name", "default", "--owner", "boot@example.com", "--json")
+	res := c.run("admin", "credits", "topup", "--workspace", "default", "--amount", "1")
+	if res.code == 0 || !strings.Contains(res.stderr, `--workspace "default": 2 workspaces have this name; pass the id of one:`) ||
+		!strings.Contains(res.stderr, ws) || !strings.Contains(res.stderr, fmt.Sprint(again["workspaceId"])) || !strings.Contains(res.stderr, "boot@example.com") {
+		t.Errorf("a name two workspaces share: %s", res)
+	}
+	c.ok("admin", "credits", "topup", "--workspace", ws, "--amount", "1") // the id still works
 }
 
 // cliWorkflow creates a workflow named name in ws with `admin workflow create` and returns its id.
