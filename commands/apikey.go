@@ -2,7 +2,10 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,10 +41,14 @@ type APIKeyMinted struct {
 	CreatedAt          time.Time  `json:"createdAt"`
 }
 
-// CreateAPIKey mints a key for an existing workspace. Only the key's hash and public key are
-// recorded; the minted value carries the apiKey and apiSecret for the caller to keep.
+// CreateAPIKey mints a key for an existing workspace, scoped to workflows of that workspace
+// when any are named. Only the key's hash and public key are recorded; the minted value
+// carries the apiKey and apiSecret for the caller to keep.
 func (h *Handler) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinted, error) {
 	if _, err := h.Workspace(ctx, c.WorkspaceID); err != nil {
+		return APIKeyMinted{}, err
+	}
+	if err := h.checkAllowedWorkflows(ctx, c.WorkspaceID, c.AllowedWorkflowIDs); err != nil {
 		return APIKeyMinted{}, err
 	}
 	id := uuid.New()
@@ -63,6 +70,41 @@ func (h *Handler) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinte
 	}
 	return APIKeyMinted{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: ev.Label,
 		AllowedWorkflowIDs: ev.AllowedWorkflowIDs, ExpiresAt: ev.ExpiresAt, CreatedAt: ev.At}, nil
+}
+
+// maxUnknownShown bounds the ids a refusal lists; the rest are counted.
+const maxUnknownShown = 5
+
+// checkAllowedWorkflows refuses a scope naming anything but live workflows of the workspace:
+// such a key could call nothing (SPEC.md 5 rule 2 scopes it to the listed ids only), so it is
+// a mistake to say at once, naming the ids, rather than a key found useless later.
+func (h *Handler) checkAllowedWorkflows(ctx context.Context, workspaceID string, ids []string) error {
+	ids, err := apikey.NormalizeAllowed(ids)
+	if err != nil {
+		return err
+	}
+	var unknown []string
+	for _, id := range ids {
+		_, err := h.Workflow(ctx, workspaceID, id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			unknown = append(unknown, id)
+		case err != nil:
+			return wrap("check allowed workflows", err)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	shown := make([]string, 0, maxUnknownShown)
+	for _, id := range unknown[:min(len(unknown), maxUnknownShown)] {
+		shown = append(shown, strconv.Quote(id))
+	}
+	more := ""
+	if n := len(unknown) - len(shown); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return domain.Invalid("allowedWorkflowIds", "names no workflow of this workspace: %s%s", strings.Join(shown, ", "), more)
 }
 
 // RevokeAPIKey revokes a key; revoking it again succeeds without a new event.

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/apikeys"
 	"github.com/switchyard/switchyard/internal/testdb"
@@ -47,6 +49,54 @@ func newAPIKeyTestWorkspace(t *testing.T, h *commands.Handler) string {
 	return ws
 }
 
+// newAPIKeyTestWorkflow creates a workflow named name in ws and returns its id.
+func newAPIKeyTestWorkflow(t *testing.T, h *commands.Handler, ws, name string) string {
+	t.Helper()
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(`{"name": "`+name+`", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := h.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf.ID
+}
+
+// A key scoped to ids that name no live workflow of its workspace could call nothing: the
+// create is refused, naming the field and the ids, whichever surface asks (the API, the
+// console and the CLI all create keys here).
+func TestAPIKeyScopeNamesWorkflowsOfItsWorkspace(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	ctx := context.Background()
+	ws, other := newAPIKeyTestWorkspace(t, h), newAPIKeyTestWorkspace(t, h)
+	mine, theirs, gone := newAPIKeyTestWorkflow(t, h, ws, "Mine"), newAPIKeyTestWorkflow(t, h, other, "Theirs"), newAPIKeyTestWorkflow(t, h, ws, "Gone")
+	if err := h.DeleteWorkflow(ctx, ws, gone); err != nil {
+		t.Fatal(err)
+	}
+	nothing := uuid.NewString()
+	for name, c := range map[string]struct {
+		ids  []string
+		want string
+	}{
+		"another workspace's":        {[]string{mine, theirs}, `allowedWorkflowIds: names no workflow of this workspace: "` + theirs + `"`},
+		"no workflow at all":         {[]string{nothing, "wf-1"}, `"` + nothing + `", "wf-1"`},
+		"a deleted one":              {[]string{gone}, `"` + gone + `"`},
+		"more than the message says": {[]string{"a", "b", "c", "d", "e", "f", "g", mine}, `"a", "b", "c", "d", "e" and 2 more`},
+	} {
+		_, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: name, AllowedWorkflowIDs: c.ids})
+		var ve *domain.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "allowedWorkflowIds" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a 400 on allowedWorkflowIds saying %s", name, err, c.want)
+		}
+	}
+	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{mine}})
+	if err != nil || len(m.AllowedWorkflowIDs) != 1 || m.AllowedWorkflowIDs[0] != mine {
+		t.Fatalf("a key scoped to a workflow of its workspace: %+v %v", m, err)
+	}
+}
+
 func TestCreateAndRevokeAPIKey(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	h := newAPIKeyTestHandler(t, func() time.Time { return now })
@@ -54,7 +104,8 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 	ws := newAPIKeyTestWorkspace(t, h)
 
 	expires := now.Add(24 * time.Hour)
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{"wf-1", "wf-1"}, ExpiresAt: &expires})
+	wf := newAPIKeyTestWorkflow(t, h, ws, "Deploy")
+	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{wf, " " + wf}, ExpiresAt: &expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +125,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 	if len(body) != 7 {
 		t.Errorf("minted key has extra fields: %s", b)
 	}
-	if got := body["allowedWorkflowIds"].([]any); len(got) != 1 || got[0] != "wf-1" {
+	if got := body["allowedWorkflowIds"].([]any); len(got) != 1 || got[0] != wf {
 		t.Errorf("allowedWorkflowIds %v", got)
 	}
 
@@ -124,8 +175,12 @@ func TestAPIKeyErrors(t *testing.T) {
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
-	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: uuid.NewString()}); !errors.Is(err, domain.ErrNotFound) {
-		t.Fatalf("unknown workspace: %v", err)
+	// A workspace id that is no UUID (NUL, invalid UTF-8 among them) is an unknown workspace,
+	// never a store error.
+	for _, id := range []string{uuid.NewString(), "default", "\x00", "\xff"} {
+		if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: id}); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("workspace %q: %v", id, err)
+		}
 	}
 	past := now.Add(-time.Minute)
 	var ve *domain.ValidationError

@@ -99,8 +99,13 @@ func (h *Handler) RemoveMember(ctx context.Context, c MemberChange) error {
 	return wrap("remove member", err)
 }
 
-// Workspace returns the workspace with id, folded from the event store.
+// Workspace returns the workspace with id, folded from the event store. An id that is not a
+// UUID names no workspace: domain.ErrNotFound, as for any unknown id, before it reaches the
+// store (which refuses NUL and invalid UTF-8 in a stream name).
 func (h *Handler) Workspace(ctx context.Context, id string) (workspace.State, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return workspace.State{}, fmt.Errorf("workspace %q: %w", id, domain.ErrNotFound)
+	}
 	w, err := load(ctx, h, WorkspaceStream(id), workspaceAgg)
 	if err != nil {
 		return workspace.State{}, err

@@ -29,7 +29,7 @@ type testCore struct {
 	reg *modules.Registry
 }
 
-func newTestCore(t *testing.T, withExecutor bool) testCore {
+func newTestCore(t testing.TB, withExecutor bool) testCore {
 	t.Helper()
 	env := testenv.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,7 +56,7 @@ func newTestCore(t *testing.T, withExecutor bool) testCore {
 }
 
 // startExecutor runs an executor on the core's database until the test ends.
-func (c testCore) startExecutor(t *testing.T) {
+func (c testCore) startExecutor(t testing.TB) {
 	ex := executor.New(c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: c.log})
 	testenv.Go(t, ex.Run)

@@ -36,9 +36,9 @@ func toolErrorf(format string, args ...any) error {
 // the arguments themselves (with messages naming the field), so a client that ignores the
 // schemas gets the same answers as the REST API would give.
 var (
-	pageProperties = fmt.Sprintf(`"page":{"type":"integer","minimum":1,"default":1,"description":"page number, from 1"},
+	pageProperties = fmt.Sprintf(`"page":{"type":"integer","minimum":1,"maximum":%d,"default":1,"description":"page number, from 1"},
 		"limit":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"items per page"}`,
-		MaxPageLimit, DefaultPageLimit)
+		projections.MaxPage, MaxPageLimit, DefaultPageLimit)
 
 	listModulesSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` + pageProperties + `}}`)
 
@@ -153,29 +153,17 @@ func decodeArguments(args json.RawMessage, v any) error {
 	return nil
 }
 
-// pageArguments reads the page and limit of a list tool, with the REST lists' rules.
+// pageArguments reads the page and limit of a list tool, with the REST lists' rules
+// (projections.NewPage).
 func pageArguments(args json.RawMessage) (projections.Page, error) {
-	var a struct {
-		Page  *int `json:"page"`
-		Limit *int `json:"limit"`
-	}
-	p := projections.Page{Page: 1, Limit: DefaultPageLimit}
+	a := struct {
+		Page  int `json:"page"`
+		Limit int `json:"limit"`
+	}{Page: 1, Limit: DefaultPageLimit}
 	if err := decodeArguments(args, &a); err != nil {
-		return p, err
+		return projections.Page{Page: 1, Limit: DefaultPageLimit}, err
 	}
-	if a.Page != nil {
-		if *a.Page < 1 {
-			return p, domain.Invalid("page", "must be an integer of at least 1")
-		}
-		p.Page = *a.Page
-	}
-	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > MaxPageLimit {
-			return p, domain.Invalid("limit", "must be an integer from 1 to %d", MaxPageLimit)
-		}
-		p.Limit = *a.Limit
-	}
-	return p, nil
+	return projections.NewPage(a.Page, a.Limit)
 }
 
 func (m *MCP) listModules(_ context.Context, _ mcpCaller, args json.RawMessage) (any, error) {

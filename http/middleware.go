@@ -3,11 +3,17 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/sirupsen/logrus"
+
+	"github.com/switchyard/switchyard/domain"
 )
 
 type loggerKey struct{}
@@ -105,4 +111,48 @@ func limitBody(max int64, next http.Handler) http.Handler {
 func IsBodyTooLarge(err error) bool {
 	var mbe *http.MaxBytesError
 	return errors.As(err, &mbe)
+}
+
+// refuseBadText keeps text PostgreSQL cannot store (NUL, invalid UTF-8) out of every handler, so
+// no query or path lookup fails on it with a 500. A path holding it names nothing (ids are UUIDs,
+// files ASCII): 404, as any unknown id. A query parameter holding it is a 400 naming it.
+func refuseBadText(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !storableText(r.URL.Path) {
+			notFound(w, r)
+			return
+		}
+		if name, ok := badQueryParameter(r.URL.RawQuery); ok {
+			err := domain.Invalid(name, "must be UTF-8 text without NUL characters")
+			writeRouteError(w, r, http.StatusBadRequest, err.Error(),
+				fmt.Sprintf("The address's %s parameter is not text this service can read. Remove it and try again.", name))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// storableText: valid UTF-8 without NUL.
+func storableText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// badQueryParameter is the first parameter, in the order sent, whose name or value is not
+// storable text once unescaped; a name that is not itself text is quoted (and cut at 64
+// bytes), so the message stays readable.
+func badQueryParameter(raw string) (string, bool) {
+	for pair := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		name, err1 := url.QueryUnescape(k)
+		value, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			continue // skipped by url.ParseQuery, so by every handler
+		}
+		if storableText(name) && storableText(value) {
+			continue
+		}
+		if !storableText(name) || len(name) > 64 {
+			return fmt.Sprintf("%.64q", name), true
+		}
+		return name, true
+	}
+	return "", false
 }

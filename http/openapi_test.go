@@ -60,7 +60,7 @@ type apiStack struct {
 
 const stackPassword = "correct horse battery"
 
-func newAPIStack(t *testing.T) *apiStack {
+func newAPIStack(t testing.TB) *apiStack {
 	t.Helper()
 	core := newTestCore(t, true)
 	env, hub, log, reg := core.env, core.hub, core.log, core.reg
@@ -269,7 +269,7 @@ func TestOpenAPIRouteCheckReportsDrift(t *testing.T) {
 }
 
 // sdkCall sends a signed SDK request the way a raw HTTP caller does (SPEC.md 5 rule 1).
-func (s *apiStack) sdkCall(t *testing.T, method, path, body string) (*http.Response, []byte) {
+func (s *apiStack) sdkCall(t testing.TB, method, path, body string) (*http.Response, []byte) {
 	t.Helper()
 	if method != http.MethodGet {
 		path += "?nonce=" + uuid.NewString() // two identical POSTs in one second would be a replay
@@ -290,7 +290,7 @@ func (s *apiStack) sdkCall(t *testing.T, method, path, body string) (*http.Respo
 }
 
 // call sends a request with extra headers (name, value pairs).
-func (s *apiStack) call(t *testing.T, method, path, body string, headers ...string) (*http.Response, []byte) {
+func (s *apiStack) call(t testing.TB, method, path, body string, headers ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
 	if body != "" {
@@ -302,7 +302,7 @@ func (s *apiStack) call(t *testing.T, method, path, body string, headers ...stri
 	return send(t, req)
 }
 
-func send(t *testing.T, req *http.Request) (*http.Response, []byte) {
+func send(t testing.TB, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

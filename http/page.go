@@ -13,7 +13,8 @@ const (
 	MaxPageLimit     = projections.MaxPageLimit
 )
 
-// ParsePage reads the page (from 1) and limit (1 to 100, default 20) query parameters.
+// ParsePage reads the page (1 to projections.MaxPage) and limit (1 to 100, default 20) query
+// parameters: projections.PageFromQuery, the one parser of every list's page.
 func ParsePage(r *http.Request) (projections.Page, error) {
 	return projections.PageFromQuery(r.URL.Query())
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/internal/apikeys"
@@ -557,7 +558,15 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{"wf-9"}})
+	var def workflow.Definition
+	if err := json.Unmarshal([]byte(`{"name": "Scoped", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &def); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := cmds.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{wf.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +585,7 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 	if res := a.do(req); res.status != http.StatusOK {
 		t.Fatalf("a key used right after creation: %d %s", res.status, res.body)
 	}
-	if seen := a.handled(); seen.caller.WorkspaceID != ws || seen.caller.KeyID != m.ID || fmt.Sprint(seen.caller.AllowedWorkflowIDs) != "[wf-9]" {
+	if seen := a.handled(); seen.caller.WorkspaceID != ws || seen.caller.KeyID != m.ID || fmt.Sprint(seen.caller.AllowedWorkflowIDs) != "["+wf.ID+"]" {
 		t.Fatalf("caller %+v", seen.caller)
 	}
 	replayed := b.signed(cred, http.MethodPost, "/v1/sdk/echo", `{"x":1}`, nil)

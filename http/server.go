@@ -68,6 +68,7 @@ func NewServer(opts ServerConfig) *Server {
 // Handler returns the full handler chain.
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.Router
+	h = refuseBadText(h)
 	h = limitBody(s.opts.MaxBodyBytes, h)
 	h = recoverPanics(h)
 	return requestLog(s.opts.Logger, h)

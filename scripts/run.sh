@@ -12,6 +12,9 @@
 # with the arguments given. Configuration is read from the environment (docs/configuration.md);
 # without SWITCHYARD_SECRET_KEY the service generates a key in ./data and warns once.
 #
+# Each step is named before it runs. The first build compiles every dependency (about a minute);
+# while it builds the script says so every 15 s (SWITCHYARD_RUN_STILL_EVERY seconds, for tests).
+#
 # A private PostgreSQL cluster started for this keeps running after the service stops; stop it
 # with `bash scripts/postgres.sh stop`.
 set -euo pipefail
@@ -44,13 +47,43 @@ if ! source scripts/postgres.sh app; then
   exit 1
 fi
 
-# Build.
-say "building bin/switchyard"
-mkdir -p bin
-go build -o bin/switchyard ./cmd/switchyard
+# still WHAT: says every 15 s that WHAT goes on, until killed: a first build is a minute of
+# compiling with nothing to show.
+still() {
+  local began=$SECONDS pid=""
+  trap 'kill "$pid" 2>/dev/null; exit 0' TERM
+  while :; do
+    # Its own output to /dev/null: a sleep left behind must not hold the script's output open.
+    sleep "${SWITCHYARD_RUN_STILL_EVERY:-15}" </dev/null >/dev/null 2>&1 &
+    pid=$!
+    wait "$pid"
+    say "still $1 ($((SECONDS - began)) s so far)"
+  done
+}
 
-say "migrating $(_sypg_redact "$DATABASE_URL")"
+# Build.
+began=$SECONDS
+if [ -x bin/switchyard ]; then
+  say "building bin/switchyard (only what changed is compiled again)"
+else
+  say "building bin/switchyard: the first build compiles every dependency, about a minute; later starts take seconds"
+fi
+mkdir -p bin
+still building &
+ticker=$!
+built=0
+go build -o bin/switchyard ./cmd/switchyard || built=$?
+kill "$ticker" 2>/dev/null || true
+wait "$ticker" 2>/dev/null || true
+if [ "$built" != 0 ]; then
+  say "the build failed (see above)"
+  exit "$built"
+fi
+say "built bin/switchyard in $((SECONDS - began)) s"
+
+say "migrating $(_sypg_redact "$DATABASE_URL") (creates or updates the schema)"
 bin/switchyard migrate
+say "creating the admin user and a first workspace, unless a workspace exists"
 
 # First start: an admin user and a workspace (the command does nothing when a workspace exists).
 password=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
@@ -77,5 +110,5 @@ fi
 if [ "${SWITCHYARD_PG_SOURCE:-}" = private ]; then
   say "PostgreSQL runs as a private cluster; after stopping the service, stop it with: bash scripts/postgres.sh stop"
 fi
-say "starting: bin/switchyard serve $*"
+say "starting: bin/switchyard serve${*:+ $*} (it logs \"switchyard listening\" once it answers)"
 exec bin/switchyard serve "$@"

@@ -83,11 +83,11 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 	var workspaceID, email, role string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "add-member --workspace ID --email E [--role owner|admin|member]",
+		Use:   "add-member --workspace ID|NAME --email E [--role owner|admin|member]",
 		Short: "Make a user a member of a workspace (a member already: use set-role)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				if err := a.cmds.AddMember(cmd.Context(), workspaceID, email, role); err != nil {
 					return err
 				}
@@ -96,7 +96,7 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
 	cmd.Flags().StringVar(&role, "role", "member", "owner, admin or member")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -109,11 +109,11 @@ func newWorkspaceSetRoleCmd() *cobra.Command {
 	var workspaceID, email, role string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "set-role --workspace ID --email E --role owner|admin|member",
+		Use:   "set-role --workspace ID|NAME --email E --role owner|admin|member",
 		Short: "Change a member's role (never the last owner's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				err := a.cmds.ChangeMemberRole(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Role: role, Operator: true})
 				if err != nil {
 					return err
@@ -123,7 +123,7 @@ func newWorkspaceSetRoleCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
 	cmd.Flags().StringVar(&role, "role", "", "owner, admin or member (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -137,11 +137,11 @@ func newWorkspaceRemoveMemberCmd() *cobra.Command {
 	var workspaceID, email string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "remove-member --workspace ID --email E",
+		Use:   "remove-member --workspace ID|NAME --email E",
 		Short: "Take a member out of a workspace (never the last owner)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				if err := a.cmds.RemoveMember(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Operator: true}); err != nil {
 					return err
 				}
@@ -150,7 +150,7 @@ func newWorkspaceRemoveMemberCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&email, "email", "", "member's email (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("workspace")
@@ -162,7 +162,7 @@ func newTopUpCmd() *cobra.Command {
 	var workspaceID, amount, reference string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "topup --workspace ID --amount N [--reference R]",
+		Use:   "topup --workspace ID|NAME --amount N [--reference R]",
 		Short: "Add paid credit (never expires); a reference makes the top-up idempotent",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -170,13 +170,13 @@ func newTopUpCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--amount: %w", err)
 			}
-			return billingCommand(cmd, workspaceID, asJSON, func(a *app) error {
+			return billingCommand(cmd, &workspaceID, asJSON, func(a *app) error {
 				_, err := a.cmds.TopUp(cmd.Context(), workspaceID, amt, reference)
 				return err
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&amount, "amount", "", "credits to add, up to three decimals (required)")
 	cmd.Flags().StringVar(&reference, "reference", "", "payment reference; the same reference is credited once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -189,7 +189,7 @@ func newPlanRenewCmd() *cobra.Command {
 	var workspaceID, included string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "renew --workspace ID --included N",
+		Use:   "renew --workspace ID|NAME --included N",
 		Short: "Start a plan period: the plan-included balance is reset to N",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -197,13 +197,13 @@ func newPlanRenewCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--included: %w", err)
 			}
-			return billingCommand(cmd, workspaceID, asJSON, func(a *app) error {
+			return billingCommand(cmd, &workspaceID, asJSON, func(a *app) error {
 				_, err := a.cmds.RenewPlan(cmd.Context(), workspaceID, amt)
 				return err
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&included, "included", "", "plan-included credits for the new period (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("workspace")
@@ -211,13 +211,18 @@ func newPlanRenewCmd() *cobra.Command {
 	return cmd
 }
 
-// billingCommand runs a billing change and prints the balance folded from the event store.
-func billingCommand(cmd *cobra.Command, workspaceID string, asJSON bool, change func(*app) error) error {
+// billingCommand runs a billing change of the workspace *ref names (resolveWorkspace sets it to
+// the id) and prints the balance folded from the event store.
+func billingCommand(cmd *cobra.Command, ref *string, asJSON bool, change func(*app) error) error {
 	a, err := openApp(cmd.Context(), false)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if *ref, err = resolveWorkspace(cmd.Context(), a, *ref); err != nil {
+		return err
+	}
+	workspaceID := *ref
 	if err := change(a); err != nil {
 		return err
 	}

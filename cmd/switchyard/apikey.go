@@ -31,7 +31,7 @@ func newAPIKeyCreateCmd() *cobra.Command {
 	var allowed []string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "create --workspace ID [--label L] [--allowed-workflow ID]... [--expires-at RFC3339]",
+		Use:   "create --workspace ID|NAME [--label L] [--allowed-workflow ID]... [--expires-at RFC3339]",
 		Short: "Mint an API key; its apiSecret is printed once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -43,7 +43,7 @@ func newAPIKeyCreateCmd() *cobra.Command {
 				}
 				expires = &t
 			}
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				m, err := a.cmds.CreateAPIKey(cmd.Context(), commands.CreateAPIKey{WorkspaceID: workspaceID, Label: label,
 					AllowedWorkflowIDs: allowed, ExpiresAt: expires})
 				if err != nil {
@@ -54,7 +54,7 @@ func newAPIKeyCreateCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&label, "label", "", "a name for the key, at most 200 characters")
 	cmd.Flags().StringArrayVar(&allowed, "allowed-workflow", nil, "limit the key to this workflow id (repeat for several); none: unrestricted")
 	cmd.Flags().StringVar(&expiresAt, "expires-at", "", "expiry as an RFC 3339 time; none: never expires")

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,8 +75,9 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 
 	// apikey create prints the SPEC.md 2.10 record.
 	expires := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	wf1, wf2 := cliWorkflow(t, c, boot["workspaceId"], "Deploy"), cliWorkflow(t, c, boot["workspaceId"], "Report")
 	res = c.ok("admin", "apikey", "create", "--workspace", boot["workspaceId"], "--label", "CI",
-		"--allowed-workflow", "wf-1", "--allowed-workflow", "wf-2", "--expires-at", expires.Format(time.RFC3339), "--json")
+		"--allowed-workflow", wf1, "--allowed-workflow", wf2, "--expires-at", expires.Format(time.RFC3339), "--json")
 	var key struct {
 		ID                 string     `json:"id"`
 		APIKey             string     `json:"apiKey"`
@@ -86,7 +90,7 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &key); err != nil {
 		t.Fatalf("apikey create output: %v\n%s", err, res)
 	}
-	if !strings.HasPrefix(key.APIKey, "ws_") || key.APISecret == "" || key.Label != "CI" || strings.Join(key.AllowedWorkflowIDs, ",") != "wf-1,wf-2" ||
+	if !strings.HasPrefix(key.APIKey, "ws_") || key.APISecret == "" || key.Label != "CI" || strings.Join(key.AllowedWorkflowIDs, ",") != wf1+","+wf2 ||
 		key.ExpiresAt == nil || !key.ExpiresAt.Equal(expires) || key.CreatedAt.IsZero() {
 		t.Fatalf("apikey create: %s", res.stdout)
 	}
@@ -104,6 +108,11 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 		t.Fatalf("revoke: %v", revoked)
 	}
 	c.ok("admin", "apikey", "revoke", "--id", key.ID) // twice is harmless
+	// A scope naming no workflow of the workspace (another's, or none) is refused, naming it.
+	if res := c.run("admin", "apikey", "create", "--workspace", second["workspaceId"].(string), "--allowed-workflow", wf1); res.code == 0 ||
+		!strings.Contains(res.stderr, `allowedWorkflowIds: names no workflow of this workspace: "`+wf1+`"`) {
+		t.Errorf("a key of another workspace's workflow: %s", res)
+	}
 
 	for name, args := range map[string][]string{
 		"unknown workspace":  {"admin", "apikey", "create", "--workspace", "9b2f0c3e-0000-4000-8000-000000000000"},
@@ -117,6 +126,56 @@ func TestAPIKeyAndBootstrapCommands(t *testing.T) {
 			t.Errorf("%s: %s", name, res)
 		}
 	}
+}
+
+// --workspace takes the workspace's name where no other workspace has it, as the docs call the
+// bootstrap workspace "default"; a name two workspaces share is refused with both ids.
+func TestWorkspaceFlagTakesAUniqueName(t *testing.T) {
+	c := newCLI(t)
+	var boot map[string]any
+	c.okJSON(&boot, "admin", "bootstrap", "--email", "boot@example.com", "--password", "password-123", "--workspace", "default", "--json")
+	ws := boot["workspaceId"].(string)
+	var bal map[string]any
+	c.okJSON(&bal, "admin", "credits", "topup", "--workspace", "default", "--amount", "2", "--json")
+	if bal["workspaceId"] != ws || bal["credit"] != float64(2) {
+		t.Fatalf("topup --workspace default: %v, want workspace %s", bal, ws)
+	}
+	wf := cliWorkflow(t, c, "default", "Deploy")
+	var key map[string]any
+	c.okJSON(&key, "admin", "apikey", "create", "--workspace", "default", "--allowed-workflow", wf, "--json")
+	if res := c.ok("admin", "workflow", "get", wf, "--workspace", "default"); !strings.Contains(res.stdout, wf) {
+		t.Fatalf("workflow get --workspace default: %s", res)
+	}
+
+	if res := c.run("admin", "credits", "topup", "--workspace", "nowhere", "--amount", "1"); res.code == 0 ||
+		!strings.Contains(res.stderr, `--workspace "nowhere": no workspace has this id or name`) {
+		t.Errorf("an unknown name: %s", res)
+	}
+	var again map[string]any
+	c.okJSON(&again, "admin", "workspace", "create", "--name", "default", "--owner", "boot@example.com", "--json")
+	res := c.run("admin", "credits", "topup", "--workspace", "default", "--amount", "1")
+	if res.code == 0 || !strings.Contains(res.stderr, `--workspace "default": 2 workspaces have this name; pass the id of one:`) ||
+		!strings.Contains(res.stderr, ws) || !strings.Contains(res.stderr, fmt.Sprint(again["workspaceId"])) || !strings.Contains(res.stderr, "boot@example.com") {
+		t.Errorf("a name two workspaces share: %s", res)
+	}
+	c.ok("admin", "credits", "topup", "--workspace", ws, "--amount", "1") // the id still works
+}
+
+// cliWorkflow creates a workflow named name in ws with `admin workflow create` and returns its id.
+func cliWorkflow(t *testing.T, c *cli, ws, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "def.json")
+	def := `{"name": "` + name + `", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`
+	if err := os.WriteFile(path, []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var wf map[string]any
+	c.okJSON(&wf, "admin", "workflow", "create", "--workspace", ws, "--file", path, "--json")
+	id, _ := wf["id"].(string)
+	if id == "" {
+		t.Fatalf("workflow create printed %v", wf)
+	}
+	return id
 }
 
 // pgxQueryRow runs one query on the test's database and scans its one row into dest.

@@ -26,8 +26,8 @@ func newBillingAuditCmd() *cobra.Command {
 		Short: "Fold a workspace's billing stream and compare it with the read models; non-zero exit on any difference",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
-				ws := args[0]
+			ws := args[0]
+			return withWorkspace(cmd.Context(), &ws, func(a *app) error {
 				if _, err := a.cmds.Workspace(cmd.Context(), ws); err != nil {
 					return err
 				}

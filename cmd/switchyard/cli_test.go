@@ -485,6 +485,8 @@ func TestCLIErrors(t *testing.T) {
 	}
 	if res := c.ok("--help"); !strings.Contains(res.stdout, "serve") || !strings.Contains(res.stdout, "SWITCHYARD_LISTEN") {
 		t.Fatalf("--help lists neither the commands nor the environment: %s", res)
+	} else if cmds, vars := strings.Index(res.stdout, "Available Commands:"), strings.Index(res.stdout, "Environment variables:"); cmds < 0 || vars < cmds {
+		t.Fatalf("--help lists the environment (at %d) before the commands (at %d): %s", vars, cmds, res)
 	}
 	if res := c.ok("projections", "rebuild", "--help"); !strings.Contains(res.stdout, "Projectors: ") || !strings.Contains(res.stdout, "billing") {
 		t.Fatalf("rebuild --help does not list the projectors: %s", res)

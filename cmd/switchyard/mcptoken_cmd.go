@@ -28,7 +28,7 @@ func newMCPTokenCreateCmd() *cobra.Command {
 	var workspaceID, label, expiresAt string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "create --workspace ID [--label L] [--expires-at RFC3339]",
+		Use:   "create --workspace ID|NAME [--label L] [--expires-at RFC3339]",
 		Short: "Mint an MCP token for /v1/mcp; the token is printed once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -40,7 +40,7 @@ func newMCPTokenCreateCmd() *cobra.Command {
 				}
 				expires = &t
 			}
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
 				m, err := a.cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: workspaceID, Label: label, ExpiresAt: expires})
 				if err != nil {
@@ -55,7 +55,7 @@ func newMCPTokenCreateCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&label, "label", "", "a name for the token, at most 200 characters")
 	cmd.Flags().StringVar(&expiresAt, "expires-at", "", "expiry as an RFC 3339 time; none: never expires")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -67,13 +67,13 @@ func newMCPTokenListCmd() *cobra.Command {
 	var workspaceID string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list --workspace ID",
+		Use:   "list --workspace ID|NAME",
 		Short: "List a workspace's MCP tokens, revoked ones included (never the tokens themselves)",
 		Long: "Lists from the event log rather than the read model, so a token minted a moment ago shows\n" +
 			"even when no serve process is running the projections.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				list, err := mcpTokensFromLog(cmd.Context(), a.store, workspaceID)
 				if err != nil {
 					return err
@@ -102,7 +102,7 @@ func newMCPTokenListCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {data, total}")
 	cmd.MarkFlagRequired("workspace")
 	return cmd
@@ -112,11 +112,11 @@ func newMCPTokenRevokeCmd() *cobra.Command {
 	var workspaceID, id, reason string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "revoke --workspace ID --id TOKEN_ID [--reason R]",
+		Use:   "revoke --workspace ID|NAME --id TOKEN_ID [--reason R]",
 		Short: "Revoke an MCP token (refused from the next request on); revoking twice is harmless",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
 				if err := a.cmds.RevokeMCPToken(ctx, workspaceID, id, reason); err != nil {
 					return err
@@ -131,7 +131,7 @@ func newMCPTokenRevokeCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(&workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().StringVar(&id, "id", "", "token id, as create and list print it (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the revocation")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

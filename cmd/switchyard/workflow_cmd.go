@@ -56,7 +56,7 @@ func newWorkflowCreateCmd() *cobra.Command {
 	var workspaceID, file string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "create --workspace ID --file def.json",
+		Use:   "create --workspace ID|NAME --file def.json",
 		Short: "Create a workflow from a JSON definition; prints it with its component ids",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +64,7 @@ func newWorkflowCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				st, err := a.cmds.CreateWorkflow(cmd.Context(), commands.CreateWorkflow{WorkspaceID: workspaceID, Definition: d})
 				if err != nil {
 					return err
@@ -80,7 +80,7 @@ func newWorkflowCreateCmd() *cobra.Command {
 }
 
 func workflowFlags(cmd *cobra.Command, workspaceID *string, asJSON *bool) {
-	cmd.Flags().StringVar(workspaceID, "workspace", "", "workspace id (required)")
+	cmd.Flags().StringVar(workspaceID, "workspace", "", workspaceFlagHelp)
 	cmd.Flags().BoolVar(asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("workspace")
 }
@@ -89,7 +89,7 @@ func newWorkflowUpdateCmd() *cobra.Command {
 	var workspaceID, file string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "update WORKFLOW_ID --workspace ID --file def.json",
+		Use:   "update WORKFLOW_ID --workspace ID|NAME --file def.json",
 		Short: "Replace a workflow's definition (runs already started keep theirs)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,7 +97,7 @@ func newWorkflowUpdateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				st, err := a.cmds.UpdateWorkflow(cmd.Context(), workspaceID, args[0], d)
 				if err != nil {
 					return err
@@ -116,11 +116,11 @@ func newWorkflowGetCmd() *cobra.Command {
 	var workspaceID string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "get WORKFLOW_ID --workspace ID",
+		Use:   "get WORKFLOW_ID --workspace ID|NAME",
 		Short: "Show a workflow",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				st, err := a.cmds.Workflow(cmd.Context(), workspaceID, args[0])
 				if err != nil {
 					return err
@@ -138,15 +138,15 @@ func newWorkflowListCmd() *cobra.Command {
 	var asJSON bool
 	var page, limit int
 	cmd := &cobra.Command{
-		Use:   "list --workspace ID [--page N] [--limit N]",
+		Use:   "list --workspace ID|NAME [--page N] [--limit N]",
 		Short: "List a workspace's workflows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if page < 1 || limit < 1 || limit > 100 {
-				return fmt.Errorf("--page must be at least 1 and --limit from 1 to 100")
+			p, err := projections.NewPage(page, limit)
+			if err != nil {
+				return fmt.Errorf("--%w", err)
 			}
-			return withApp(cmd.Context(), func(a *app) error {
-				p := projections.Page{Page: page, Limit: limit}
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				list, total, err := a.queries.WorkflowsOf(cmd.Context(), workspaceID, p)
 				if err != nil {
 					return err
@@ -168,11 +168,11 @@ func newWorkflowListCmd() *cobra.Command {
 func newWorkflowDeleteCmd() *cobra.Command {
 	var workspaceID string
 	cmd := &cobra.Command{
-		Use:   "delete WORKFLOW_ID --workspace ID",
+		Use:   "delete WORKFLOW_ID --workspace ID|NAME",
 		Short: "Delete a workflow (runs in flight finish; its name is free again)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(cmd.Context(), func(a *app) error {
+			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				if err := a.cmds.DeleteWorkflow(cmd.Context(), workspaceID, args[0]); err != nil {
 					return err
 				}
