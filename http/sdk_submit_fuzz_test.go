@@ -24,6 +24,9 @@ func FuzzParseSubmit(f *testing.F) {
 	f.Add([]byte(`{"module":"core.echo","input":{"a":1},"config":{}}`))
 	f.Add([]byte(`{"module":"core.echo","input":{},"config":{},"attempts":3,"waitForMs":15000,` +
 		`"callbackUrl":"https://example.test/cb","callbackSecret":"s","callbackHeaders":{"X-Trace":"1"}}`))
+	// Issue 26: refused as sent, naming a path into the body.
+	f.Add([]byte(`{"module":"core.echo","input":{"n":[1e131073]},"config":{},"callbackSecret":"\ud800"}`))
+	f.Add([]byte(`{"module":"core.echo","input":{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `},"config":{}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := parseSubmit(body)
 		if err != nil {
