@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -245,50 +246,57 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // the digits after the point less the exponent, the weight the power of ten of the first
 // non-zero digit.
 func numberProblem(num []byte) string {
-	i := 0
-	if i < len(num) && num[i] == '-' {
-		i++
-	}
-	intStart := i
-	for i < len(num) && isDigit(num[i]) {
-		i++
-	}
-	intDigits := num[intStart:i]
-	var frac []byte
-	if i < len(num) && num[i] == '.' {
-		i++
-		start := i
-		for i < len(num) && isDigit(num[i]) {
-			i++
-		}
-		frac = num[start:i]
-	}
-	exp, ok := exponent(num[i:])
+	intDigits, frac, rest := splitNumber(num)
+	exp, ok := exponent(rest)
 	if !ok {
 		return "must not hold a number beyond PostgreSQL's numeric range"
 	}
-	if scale := int64(len(frac)) - exp; scale > maxNumericScale {
+	if int64(len(frac))-exp > maxNumericScale {
 		return "must not hold a number with more than 16383 digits after the decimal point"
 	}
-	first := -1 // the first non-zero digit, counted over the integer and fraction digits
-	for j, c := range intDigits {
-		if c != '0' {
-			first = j
-			break
-		}
-	}
-	if first < 0 {
-		for j, c := range frac {
-			if c != '0' {
-				first = len(intDigits) + j
-				break
-			}
-		}
-	}
-	if first >= 0 && int64(len(intDigits)-1-first)+exp > maxNumericWeight {
+	if first := firstNonZero(intDigits, frac); first >= 0 && int64(len(intDigits)-1-first)+exp > maxNumericWeight {
 		return "must not hold a number with more than 131072 digits before the decimal point"
 	}
 	return ""
+}
+
+// splitNumber splits a JSON number into its integer digits, its fraction digits and the rest
+// (the exponent part).
+func splitNumber(num []byte) (intDigits, frac, rest []byte) {
+	num = bytes.TrimPrefix(num, []byte{'-'})
+	i := digits(num)
+	intDigits, num = num[:i], num[i:]
+	if len(num) > 0 && num[0] == '.' {
+		num = num[1:]
+		i = digits(num)
+		frac, num = num[:i], num[i:]
+	}
+	return intDigits, frac, num
+}
+
+// firstNonZero is the index of the first digit other than 0 of the integer digits followed by
+// the fraction digits, or -1 for zero.
+func firstNonZero(intDigits, frac []byte) int {
+	for i, c := range intDigits {
+		if c != '0' {
+			return i
+		}
+	}
+	for i, c := range frac {
+		if c != '0' {
+			return len(intDigits) + i
+		}
+	}
+	return -1
+}
+
+// digits is the length of the run of decimal digits b starts with.
+func digits(b []byte) int {
+	i := 0
+	for i < len(b) && isDigit(b[i]) {
+		i++
+	}
+	return i
 }
 
 // exponent reads the exponent part of a number ("e-5", or "" for none); false when it is beyond
