@@ -44,8 +44,10 @@ type ChargedFinish struct {
 // FinishResult is the fate of one ChargedFinish.
 type FinishResult struct {
 	// Err is nil when charged, ErrInsufficientCredits when the balance could not cover it
-	// (nothing written for this item), or another error when an item with Create could not
-	// be decided (nothing written either).
+	// (nothing written for this item), an error matching eventstore.ErrUnstorable when the
+	// events Finish decided cannot be stored (nothing written, nothing charged), or another
+	// error when an item with Create could not be decided or, written alone after its batch
+	// was refused, could not be written (nothing written either).
 	Err error
 	// Recorded reports that the outcome Finish decided was written with the charge; State is
 	// then the execution after it.
@@ -80,6 +82,12 @@ func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 		}
 		res, err := h.chargeAndFinishRetried(ctx, held, workspaceID, batch)
 		held = nil // used, and ended, by the first try
+		if errors.Is(err, eventstore.ErrUnstorable) && len(live) > 1 {
+			// The store refused one member's events, past the check planCharges makes: each
+			// is written alone, so only that one fails.
+			h.oneByOne(ctx, workspaceID, items, live, results)
+			return results, nil
+		}
 		var ce *eventstore.ClaimedError
 		if !errors.As(err, &ce) {
 			if err != nil {
@@ -108,6 +116,19 @@ func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 		if live = rest; len(live) == 0 {
 			return results, nil
 		}
+	}
+}
+
+// oneByOne charges and finishes the items at live each in an append of its own, with its own
+// result: an error of one is that item's alone.
+func (h *Handler) oneByOne(ctx context.Context, workspaceID string, items []ChargedFinish, live []int, results []FinishResult) {
+	for _, i := range live {
+		res, err := h.ChargeAndFinishIn(ctx, nil, workspaceID, items[i:i+1])
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		results[i] = res[0]
 	}
 }
 
@@ -214,6 +235,11 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 		part, next, ok, err := h.finishPart(ctx, it)
 		if err != nil {
 			return chargePlan{}, err
+		}
+		// The outcome, after the submit's events (checked when it was made).
+		if err := storable(part.Events[min(len(it.Create), len(part.Events)):]); err != nil {
+			plan.results[i].Err = err // never charged: its outcome cannot be written
+			continue
 		}
 		if c, carry := it.Claim.carried(); ok && carry && len(it.Create) > 0 && h.takesClaims() {
 			part.Claims = []eventstore.Claim{c}
@@ -336,5 +362,17 @@ func encodeParts(ctx context.Context, parts []eventstore.StreamAppend, charges [
 		return err
 	}
 	parts[0].Events = data
+	return nil
+}
+
+// storable checks that the store can hold events before they go into a batch, where one
+// item's refusal would refuse the others (a module output holding a NUL character, a number
+// beyond PostgreSQL's numeric).
+func storable(events []eventstore.EventData) error {
+	for _, e := range events {
+		if err := domain.CheckStorableData("event", e.Data); err != nil {
+			return fmt.Errorf("%s: %w: %w", e.Type, eventstore.ErrUnstorable, err)
+		}
+	}
 	return nil
 }

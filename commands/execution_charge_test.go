@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/testenv"
 )
 
@@ -181,5 +183,105 @@ func TestChargeAndFinishRereadsAMovedAccount(t *testing.T) {
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != 0 {
 		t.Fatalf("balance %s, want 0", got)
+	}
+}
+
+// completeWith is claimAndComplete recording output.
+func completeWith(h *commands.Handler, id, output string) commands.ChargedFinish {
+	it := claimAndComplete(h, id)
+	it.Finish = h.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
+		return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(output), billing.FromWhole(1), time.Now())
+	})
+	return it
+}
+
+// Issue 26 item 4: an outcome PostgreSQL cannot store (a module output holding a NUL
+// character, a number beyond numeric) is left out of its batch uncharged, with an error of its
+// own, and the batch's other members are charged and recorded in one commit.
+func TestChargeAndFinishLeavesOutAnUnstorableOutcome(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 10)
+	ids := submitEchoes(t, h, ws, 4)
+	items := []commands.ChargedFinish{claimAndComplete(h, ids[0]), completeWith(h, ids[1], `{"a":"\u0000"}`),
+		completeWith(h, ids[2], `{"n":1e999999}`), claimAndComplete(h, ids[3])}
+	before := len(txIDs(t, env, commands.BillingStream(ws)))
+
+	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	if err != nil {
+		t.Fatalf("one poisoned member failed the batch: %v", err)
+	}
+	for _, i := range []int{1, 2} {
+		if !errors.Is(res[i].Err, eventstore.ErrUnstorable) || res[i].Recorded {
+			t.Fatalf("poisoned item %d: %+v", i, res[i])
+		}
+		if st, _ := commands.New(env.Store).Execution(context.Background(), ids[i]); st.Status != execution.StatusCreated {
+			t.Fatalf("poisoned execution %d is %s", i, st.Status)
+		}
+	}
+	for _, i := range []int{0, 3} {
+		if res[i].Err != nil || !res[i].Recorded || res[i].State.Status != execution.StatusCompleted {
+			t.Fatalf("item %d: %+v", i, res[i])
+		}
+	}
+	if got := len(txIDs(t, env, commands.BillingStream(ws))); got != before+1 {
+		t.Fatalf("billing stream written by %d transactions, want %d", got, before+1)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
+		t.Fatalf("balance %s, want 8: the poisoned members are not charged", got)
+	}
+}
+
+// poisonStore makes the events appended to one stream by AppendMulti ones PostgreSQL refuses,
+// as if a check had missed them.
+type poisonStore struct {
+	eventstore.Store
+	stream string
+}
+
+func (p poisonStore) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	parts := slices.Clone(appends)
+	for i, a := range parts {
+		if a.Stream == p.stream {
+			parts[i].Events = slices.Clone(a.Events)
+			for j := range parts[i].Events {
+				parts[i].Events[j].Data = []byte(`{"poison":"\u0000"}`)
+			}
+		}
+	}
+	return p.Store.AppendMulti(ctx, parts...)
+}
+
+// A batch the store refuses for one member's data is written member by member: the others
+// land, charged once, and only that one fails.
+func TestChargeAndFinishWritesMembersAloneWhenTheStoreRefusesOne(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ids := submitEchoes(t, commands.New(env.Store), ws, 3)
+	h := commands.New(poisonStore{Store: env.Store, stream: commands.ExecutionStream(ids[1])})
+	items := make([]commands.ChargedFinish, len(ids))
+	for i, id := range ids {
+		items[i] = claimAndComplete(h, id)
+	}
+	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	if err != nil {
+		t.Fatalf("one refused member failed the batch: %v", err)
+	}
+	if !errors.Is(res[1].Err, eventstore.ErrUnstorable) || res[1].Recorded {
+		t.Fatalf("the refused item: %+v", res[1])
+	}
+	for _, i := range []int{0, 2} {
+		if res[i].Err != nil || !res[i].Recorded {
+			t.Fatalf("item %d: %+v", i, res[i])
+		}
+		if st, _ := commands.New(env.Store).Execution(context.Background(), ids[i]); st.Status != execution.StatusCompleted {
+			t.Fatalf("execution %d as stored is %s", i, st.Status)
+		}
+	}
+	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[1]); st.Status != execution.StatusCreated {
+		t.Fatalf("the refused execution is %s", st.Status)
+	}
+	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
+		t.Fatalf("balance %s, want 8", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/user"
@@ -81,9 +82,19 @@ func toJSON(a app.State) appJSON {
 	return appJSON{ClientID: a.ClientID, Public: a.Public, Status: a.Status, Revision: a.Revision, HasSecret: a.SecretHash != "", Metadata: a.Metadata}
 }
 
+// decodeBody reads the request's JSON object into v, its text checked as sent (a decoded string
+// would hide a lone surrogate); it answers a 400 itself.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
 		httperr.Write(w, http.StatusBadRequest, "body must be a JSON object: "+err.Error())
+		return false
+	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		httperr.Write(w, http.StatusBadRequest, err.Error())
 		return false
 	}
 	return true

@@ -92,6 +92,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	ws("/runs", "runs", access.ScopeWorkspaceRead, c.runs, get)
 	ws("/executions", "executions", access.ScopeWorkspaceRead, c.executions, get)
 	ws("/executions/{executionId}", "executions", access.ScopeWorkspaceRead, c.execution, both)
+	ws("/executions/{executionId}/raw/{part:input|output|error}", "executions", access.ScopeWorkspaceRead, c.executionRaw, get)
 	ws("/api-keys", "keys", access.ScopeWorkspaceRead, c.apiKeys, both)
 	ws("/billing", "billing", access.ScopeReadBilling, c.billing, get)
 	ws("/connected-apps", "connected", "", c.connectedApps, both)

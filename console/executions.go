@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -81,10 +82,7 @@ type executionData struct {
 // attempts; POST replays the callback (owners and admins).
 func (c *Console) execution(q *request) {
 	id := mux.Vars(q.r)["executionId"]
-	st, err := c.cmds.Execution(q.ctx(), id)
-	if err == nil && st.WorkspaceID != q.ws.ID {
-		err = domain.ErrNotFound // another workspace's: not found, so ids cannot be probed
-	}
+	st, err := c.workspaceExecution(q, id)
 	if err != nil {
 		c.fail(q, err)
 		return
@@ -113,4 +111,40 @@ func (c *Console) execution(q *request) {
 	d := executionData{Execution: st, Runs: runs, Attempts: attempts,
 		CanReplay: q.ws.Manages && st.Callback.URL != "" && st.Status.Terminal()}
 	c.renderView(q, http.StatusOK, "execution", "Execution "+id, d, notice, errText)
+}
+
+// workspaceExecution is the execution id of the page's workspace; another workspace's is not
+// found, so ids cannot be probed.
+func (c *Console) workspaceExecution(q *request, id string) (execution.State, error) {
+	st, err := c.cmds.Execution(q.ctx(), id)
+	if err == nil && st.WorkspaceID != q.ws.ID {
+		err = domain.ErrNotFound
+	}
+	return st, err
+}
+
+// executionRaw downloads one document of an execution whole, as stored: its input, output or
+// error, which the execution page shows cut to a bounded size (pretty). Its config is not
+// offered, as the page does not show it: configs can hold credentials (http.request headers).
+func (c *Console) executionRaw(q *request) {
+	vars := mux.Vars(q.r)
+	st, err := c.workspaceExecution(q, vars["executionId"])
+	if err != nil {
+		c.fail(q, err)
+		return
+	}
+	part := vars["part"]
+	raw := map[string]json.RawMessage{"input": st.Input, "output": st.Output, "error": st.Error}[part]
+	if len(raw) == 0 || string(raw) == "null" {
+		c.errorPage(q, http.StatusNotFound, "Nothing to download", "This execution has no "+part+" (yet).")
+		return
+	}
+	h := q.w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Disposition", `attachment; filename="execution-`+st.ID+"-"+part+`.json"`)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	q.w.WriteHeader(http.StatusOK)
+	_, _ = q.w.Write(raw)
 }

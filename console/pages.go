@@ -196,20 +196,8 @@ func when(t any) string {
 	return ""
 }
 
-// pretty indents a JSON value for reading; empty or null shows as nothing.
-func pretty(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
 // failureText is a recorded failure as a sentence: its code and message when it has them
-// (SPEC.md's error objects do), else its text.
+// (SPEC.md's error objects do), else its text; cut at maxShownFailure bytes.
 func failureText(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
@@ -220,15 +208,15 @@ func failureText(raw json.RawMessage) string {
 	}
 	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
 		if e.Code != "" {
-			return e.Code + ": " + e.Message
+			return cutText(e.Code+": "+e.Message, maxShownFailure)
 		}
-		return e.Message
+		return cutText(e.Message, maxShownFailure)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return cutText(s, maxShownFailure)
 	}
-	return string(raw)
+	return cutText(string(raw), maxShownFailure)
 }
 
 // pager is a list's page and the links to its neighbours, keeping the other query parameters.

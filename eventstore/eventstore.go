@@ -28,6 +28,12 @@ var ErrIdempotencyConflict = errors.New("event ids already used elsewhere")
 // ErrClosed is returned by a store or subscription used after Close.
 var ErrClosed = errors.New("event store closed")
 
+// ErrUnstorable means the backend refused what an append's events hold (PostgreSQL's jsonb: a
+// NUL character, a number beyond numeric, nesting past its stack): nothing was written, and
+// the same events will never be. A multi-append's caller can write its parts one by one to
+// find the part at fault.
+var ErrUnstorable = errors.New("event data the store cannot hold")
+
 // WrongExpectedVersionError carries the stream's actual revision so callers can decide whether
 // to reload and retry.
 type WrongExpectedVersionError struct {

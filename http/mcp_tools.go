@@ -104,7 +104,12 @@ func (m *MCP) tool(server *mcp.Server, t *mcp.Tool, f toolFunc) {
 		if req.Params != nil {
 			args = req.Params.Arguments
 		}
-		out, err := f(ctx, caller, args)
+		// The arguments as sent: a decoded string would hide a lone surrogate.
+		err := domain.CheckJSONBody("arguments", args)
+		var out any
+		if err == nil {
+			out, err = f(ctx, caller, args)
+		}
 		if err != nil {
 			res := &mcp.CallToolResult{}
 			res.SetError(errors.New(m.toolMessage(ctx, t.Name, err)))

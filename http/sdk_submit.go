@@ -31,6 +31,9 @@ func parseSubmit(body []byte) (submitRequest, error) {
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return req, domain.Invalid("body", "must be a JSON object")
 	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		return req, err
+	}
 	for name := range fields {
 		if name == "" {
 			return req, domain.Invalid("body", "has a field with an empty name")

@@ -166,6 +166,10 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		WriteError(w, http.StatusBadRequest, "body: "+jsonProblem(err))
 		return false
 	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		WriteDomainError(w, r, err)
+		return false
+	}
 	return true
 }
 

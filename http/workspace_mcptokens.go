@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -29,14 +27,7 @@ func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws str
 		Label     string     `json:"label"`
 		ExpiresAt *time.Time `json:"expiresAt"`
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		if IsBodyTooLarge(err) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit")
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label and expiresAt: "+err.Error())
+	if !decodeOptionalBody(w, r, &body) {
 		return
 	}
 	m, err := s.Cmds.MintMCPToken(withActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/identity"
 )
@@ -37,6 +38,9 @@ func DecodeDefinition(body []byte) (workflow.Definition, error) {
 	// Decode stops after the first value: "{...} {...}" or "{...}x" must not pass as the first.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return d, &badBody{"must be a single JSON object, with nothing after it"}
+	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		return d, &badBody{err.Error()}
 	}
 	return d, nil
 }

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -82,14 +80,7 @@ func (s *Workspaces) createAPIKey(w http.ResponseWriter, r *http.Request, ws str
 		AllowedWorkflowIDs []string   `json:"allowedWorkflowIds"`
 		ExpiresAt          *time.Time `json:"expiresAt"`
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		if IsBodyTooLarge(err) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit")
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label, allowedWorkflowIds and expiresAt: "+err.Error())
+	if !decodeOptionalBody(w, r, &body) {
 		return
 	}
 	m, err := s.Cmds.CreateAPIKey(withActor(r), commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -148,6 +149,11 @@ func encode(stream string, expected eventstore.ExpectedRevision, events []events
 // group.go); an append that the one-statement fast path cannot settle takes the slow path, on
 // its own.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	res, err := s.appendEvents(ctx, stream, expected, events)
+	return res, unstorable(err)
+}
+
+func (s *Store) appendEvents(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	if s.closed.Load() {
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
@@ -205,6 +211,20 @@ func scanSlow(row pgx.Row) (eventstore.AppendResult, error) {
 		res.Position = eventstore.Position{Commit: *commit, Prepare: uint64(*position)}
 	}
 	return res, nil
+}
+
+// unstorable marks err with eventstore.ErrUnstorable when PostgreSQL refused the data itself:
+// SQLSTATE class 22 (data exception: 22P05 untranslatable character, 22003 numeric value out of
+// range, ...) or 54001 (statement too complex: nesting past the stack).
+func unstorable(err error) error {
+	var pgErr *pgconn.PgError
+	if err == nil || errors.Is(err, eventstore.ErrUnstorable) || !errors.As(err, &pgErr) {
+		return err
+	}
+	if strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54001" {
+		return fmt.Errorf("%w: %w", eventstore.ErrUnstorable, err)
+	}
+	return err
 }
 
 // appendError maps an eventstore_append failure to the store's errors; retry reports a

@@ -20,6 +20,11 @@ import (
 // them wrote, in one implicit transaction); if any part is unusual the transaction is rolled
 // back and redone through eventstore_append, which reports the first failing part precisely.
 func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	res, err := s.appendMulti(ctx, appends)
+	return res, unstorable(err)
+}
+
+func (s *Store) appendMulti(ctx context.Context, appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
 	if s.closed.Load() {
 		return nil, eventstore.ErrClosed
 	}

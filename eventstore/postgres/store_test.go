@@ -381,6 +381,48 @@ func TestAppendRejectsBadEvents(t *testing.T) {
 	}
 }
 
+// Data PostgreSQL's jsonb refuses (a NUL character, a number beyond numeric) is
+// eventstore.ErrUnstorable on every append path, single or multi, in a turn or not, and writes
+// nothing; a multi-append's other parts then go through alone.
+func TestUnstorableDataIsErrUnstorable(t *testing.T) {
+	pool, _ := newMigratedDB(t, 4)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	for _, data := range []string{`{"a":"\u0000"}`, `{"a":1e131072}`} {
+		bad := eventstore.EventData{ID: uuid.New(), Type: "T", Data: []byte(data)}
+		if _, err := st.Append(ctx, "poison-1", eventstore.Any(), bad); !errors.Is(err, eventstore.ErrUnstorable) {
+			t.Fatalf("Append of %s: %v, want ErrUnstorable", data, err)
+		}
+		multi := []eventstore.StreamAppend{{Stream: "fine-1", Expected: eventstore.Any(), Events: []eventstore.EventData{event("Good")}},
+			{Stream: "poison-1", Expected: eventstore.Any(), Events: []eventstore.EventData{bad}}}
+		if _, err := st.AppendMulti(ctx, multi...); !errors.Is(err, eventstore.ErrUnstorable) {
+			t.Fatalf("AppendMulti with %s: %v, want ErrUnstorable", data, err)
+		}
+		turn, err := st.TakeTurn(ctx, "fine-1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := turn.AppendMulti(ctx, multi...); !errors.Is(err, eventstore.ErrUnstorable) {
+			t.Fatalf("a turn's AppendMulti with %s: %v, want ErrUnstorable", data, err)
+		}
+		turn.End()
+	}
+	for _, stream := range []string{"fine-1", "poison-1"} {
+		if _, err := st.ReadStream(ctx, stream, 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+			t.Fatalf("refused appends wrote %s: %v", stream, err)
+		}
+	}
+	if _, err := st.AppendMulti(ctx, eventstore.StreamAppend{Stream: "fine-1", Expected: eventstore.NoStream(),
+		Events: []eventstore.EventData{event("Good")}}); err != nil {
+		t.Fatalf("the good part alone: %v", err)
+	}
+	// Other failures keep their own errors.
+	if _, err := st.Append(ctx, "fine-1", eventstore.NoStream(), event("Good")); errors.Is(err, eventstore.ErrUnstorable) ||
+		!errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.Fatalf("a wrong expectation: %v", err)
+	}
+}
+
 // TestFilteredScanHorizon: a read whose filter matches nothing still reports how far it has
 // scanned, so a sparse subscription does not rescan the log on every wake-up.
 func TestFilteredScanHorizon(t *testing.T) {

@@ -104,6 +104,11 @@ func (t *turn) Events() []eventstore.RecordedEvent { return t.events }
 // unusual or declined part ends the turn, and the multi-append goes on outside it as any
 // AppendMulti's slow path does: each part's expectation still decides.
 func (t *turn) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	res, err := t.appendMulti(ctx, appends)
+	return res, unstorable(err)
+}
+
+func (t *turn) appendMulti(ctx context.Context, appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
 	if t.done {
 		return nil, errTurnEnded
 	}

@@ -16,7 +16,7 @@ import (
 
 // attempt runs the claimed attempt of st and records its outcome.
 func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.State, error) {
-	out, err := e.registry.Run(ctx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.Attempt, ExecutionID: st.ID})
+	out, err := e.runModule(ctx, st, st.Attempt, false)
 	if err != nil {
 		f, ok := modules.AsFailure(err)
 		if !ok {
@@ -39,6 +39,8 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	}
 	charged, after, err := e.settle(ctx, st, usage, decide)
 	switch {
+	case unstorable(err):
+		return e.fail(ctx, st, outputUnstorable("output", err), true)
 	case err != nil:
 		return st, err
 	case after.Exists:
@@ -46,7 +48,11 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	case !charged:
 		return e.fail(ctx, st, insufficientCredits(usage), false)
 	}
-	return e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+	done, err := e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+	if unstorable(err) {
+		return e.fail(ctx, st, outputUnstorable("output", err), true)
+	}
+	return done, err
 }
 
 // settle bills the execution's usage and, in the same commit, records the outcome decide
@@ -127,8 +133,7 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	if st.CachedFrom != "" || !st.Claimable(e.cmds.Now()) {
 		return e.claim(ctx, id)
 	}
-	attempt := st.NextAttempt()
-	out, runErr := e.registry.Run(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: attempt, ExecutionID: st.ID})
+	out, runErr := e.runModule(runCtx, st, st.NextAttempt(), false)
 	var finish func(execution.State) ([]domain.Event, error)
 	switch f, ok := modules.AsFailure(runErr); {
 	case runErr == nil:
@@ -146,7 +151,11 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 		finish = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
 	}
 	e.metrics.claims.Inc()
-	return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+	after, err := e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+	if unstorable(err) && runErr == nil {
+		return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), e.failure(outputUnstorable("output", err), true))
+	}
+	return after, err
 }
 
 // completion charges the unclaimed call (once per execution) with its claim and completion
@@ -160,6 +169,8 @@ func (e *Executor) completion(ctx context.Context, st execution.State, out json.
 	}
 	charged, after, err := e.settle(ctx, st, usage, e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete))
 	switch {
+	case unstorable(err):
+		return e.failure(outputUnstorable("output", err), true), execution.State{}, nil
 	case err != nil:
 		return nil, st, err
 	case after.Exists:

@@ -9,7 +9,6 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/modules"
 )
 
 // RunFirst implements commands.Runner: a waiting call of a repeatable module runs in a slot of
@@ -109,7 +108,7 @@ func (e *Executor) runModuleFirst(ctx, runCtx context.Context, st execution.Stat
 		return nil, false
 	}
 	// The submit validated the call in this process a moment ago (commands.SubmitExecution).
-	out, err := e.registry.RunValidated(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: st.NextAttempt(), ExecutionID: st.ID})
+	out, err := e.runModule(runCtx, st, st.NextAttempt(), true)
 	if err != nil {
 		return nil, false
 	}
