@@ -2,7 +2,6 @@ package console
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -85,7 +84,19 @@ func toJSON(a app.State) appJSON {
 // decodeBody reads the request's JSON object into v, its text checked as sent (a decoded string
 // would hide a lone surrogate); it answers a 400 itself.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBodyOf(w, r, v, false)
+}
+
+// decodeOptionalBody is decodeBody for a body that may be left out (v keeps its zero value).
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBodyOf(w, r, v, true)
+}
+
+func decodeBodyOf(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	body, err := io.ReadAll(r.Body)
+	if err == nil && optional && len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
 	if err == nil {
 		err = json.Unmarshal(body, v)
 	}
@@ -216,8 +227,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 		var b struct {
 			Revision int `json:"revision"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-			httperr.Write(w, http.StatusBadRequest, "body must be a JSON object with revision: "+err.Error())
+		if !decodeOptionalBody(w, r, &b) {
 			return
 		}
 		err = c.cmds.ApproveApp(ctx, id, u.ID, b.Revision)
@@ -225,7 +235,9 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 		var b struct {
 			Reason string `json:"reason"`
 		}
-		_ = json.NewDecoder(r.Body).Decode(&b)
+		if !decodeOptionalBody(w, r, &b) {
+			return
+		}
 		err = c.cmds.RevertApp(ctx, id, u.ID, b.Reason)
 	}
 	if err != nil {

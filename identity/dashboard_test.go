@@ -183,4 +183,8 @@ func TestReviewApprovesTheRevisionSeen(t *testing.T) {
 	if st, body := r.api("POST", "/v1/review/apps/"+clientID+"/approve", login["token"].(string), map[string]any{}); st != 400 || !strings.Contains(body["message"].(string), "revision") {
 		t.Fatalf("API approve without a revision: %d %v", st, body)
 	}
+	// A reason is text checked as sent, as every JSON body is: a lone surrogate is a 400 naming it.
+	if st, body := r.rawAPI("POST", "/v1/review/apps/"+clientID+"/revert", login["token"].(string), `{"reason":"\ud800"}`); st != 400 || !strings.Contains(body["message"].(string), "reason") {
+		t.Fatalf("API revert with a lone surrogate in its reason: %d %v", st, body)
+	}
 }
