@@ -97,7 +97,7 @@ func TestMCPAndWorkspaceBodiesAreCheckedAsSent(t *testing.T) {
 	s := newMCPStack(t, 10000, 10000)
 	ctx := context.Background()
 	ws := s.env.Workspace(t, 100)
-	s.bearer["admin"] = identity.Principal{UserID: "u1", ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin, identity.ScopeAPIKeys}}
+	s.bearer["admin"] = identity.Principal{UserID: s.owner(t, ws), ClientID: "app", WorkspaceID: ws, Scopes: []string{identity.ScopeWorkspaceAdmin, identity.ScopeAPIKeys}}
 	tok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)

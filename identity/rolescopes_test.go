@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/oauth2"
+
+	"github.com/switchyard/switchyard/commands"
 )
 
 // workflowDef is a minimal valid workflow definition for the workspace endpoints.
@@ -113,7 +115,7 @@ func TestDemotionTakesEffectOnTheNextCall(t *testing.T) {
 		}
 	}
 
-	if err := r.cmds.AddMember(ctx, ws, admin.Email, "member"); err != nil {
+	if err := r.cmds.ChangeMemberRole(ctx, commands.MemberChange{WorkspaceID: ws, Email: admin.Email, Role: "member", Operator: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, call := range calls {

@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/testdb"
 	"github.com/switchyard/switchyard/projections"
@@ -45,11 +47,24 @@ func TestAPIKeysProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A key's allowed workflows are live workflows of its workspace (commands.CreateAPIKey).
+	var allowed []string
+	for _, name := range []string{"A", "B"} {
+		var def workflow.Definition
+		if err := json.Unmarshal([]byte(`{"name": "`+name+`", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &def); err != nil {
+			t.Fatal(err)
+		}
+		wf, err := cmds.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed = append(allowed, wf.ID)
+	}
 	var minted []commands.APIKeyMinted
 	for i := 0; i < 5; i++ {
 		c := commands.CreateAPIKey{WorkspaceID: ws, Label: fmt.Sprint("key ", i)}
 		if i == 1 {
-			c.AllowedWorkflowIDs = []string{"wf-a", "wf-b"}
+			c.AllowedWorkflowIDs = allowed
 			exp := clock.Add(48 * time.Hour)
 			c.ExpiresAt = &exp
 		}
@@ -108,7 +123,7 @@ func TestAPIKeysProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(k1.AllowedWorkflowIDs, []string{"wf-a", "wf-b"}) || k1.ExpiresAt == nil || !k1.ExpiresAt.Equal(*minted[1].ExpiresAt) ||
+	if !reflect.DeepEqual(k1.AllowedWorkflowIDs, allowed) || k1.ExpiresAt == nil || !k1.ExpiresAt.Equal(*minted[1].ExpiresAt) ||
 		k1.RevokedAt != nil || k1.WorkspaceID != ws || k1.Label != "key 1" || !k1.CreatedAt.Equal(minted[1].CreatedAt) {
 		t.Fatalf("key 1 row %+v", k1)
 	}
