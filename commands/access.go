@@ -13,7 +13,7 @@ import (
 // alone), by the rules of domain/access. Every surface that acts for a person or a token on a
 // workspace calls it. A session's workspace is folded from the event store, so a role granted
 // a moment ago already counts; a token's is not loaded at all.
-func (h *Handler) Access(ctx context.Context, workspaceID string, c access.Caller, required string) (access.Grant, error) {
+func (h *Workspaces) Access(ctx context.Context, workspaceID string, c access.Caller, required string) (access.Grant, error) {
 	ws := workspace.State{ID: workspaceID}
 	if c.Session {
 		var err error

@@ -40,7 +40,7 @@ type APIKeyMinted struct {
 
 // CreateAPIKey mints a key for an existing workspace. Only the key's hash and public key are
 // recorded; the minted value carries the apiKey and apiSecret for the caller to keep.
-func (h *Handler) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinted, error) {
+func (h *Workspaces) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinted, error) {
 	if _, err := h.Workspace(ctx, c.WorkspaceID); err != nil {
 		return APIKeyMinted{}, err
 	}
@@ -66,12 +66,12 @@ func (h *Handler) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinte
 }
 
 // RevokeAPIKey revokes a key; revoking it again succeeds without a new event.
-func (h *Handler) RevokeAPIKey(ctx context.Context, id string) error {
+func (h *Workspaces) RevokeAPIKey(ctx context.Context, id string) error {
 	return h.RevokeAPIKeyWithReason(ctx, id, "")
 }
 
 // RevokeAPIKeyWithReason revokes a key and records why.
-func (h *Handler) RevokeAPIKeyWithReason(ctx context.Context, id, reason string) error {
+func (h *Workspaces) RevokeAPIKeyWithReason(ctx context.Context, id, reason string) error {
 	id, err := canonicalKeyID(id)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (h *Handler) RevokeAPIKeyWithReason(ctx context.Context, id, reason string)
 
 // APIKey folds the key with id from the event store, so a key is visible the instant its
 // creation was acknowledged; an unknown id is domain.ErrNotFound.
-func (h *Handler) APIKey(ctx context.Context, id string) (apikey.State, error) {
+func (h *Workspaces) APIKey(ctx context.Context, id string) (apikey.State, error) {
 	id, err := canonicalKeyID(id)
 	if err != nil {
 		return apikey.State{}, err

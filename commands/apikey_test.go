@@ -18,7 +18,7 @@ import (
 	"github.com/switchyard/switchyard/internal/testdb"
 )
 
-func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler {
+func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Commands {
 	t.Helper()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
@@ -33,14 +33,14 @@ func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler 
 	return commands.New(store, commands.WithClock(now))
 }
 
-func newAPIKeyTestWorkspace(t *testing.T, h *commands.Handler) string {
+func newAPIKeyTestWorkspace(t *testing.T, h *commands.Commands) string {
 	t.Helper()
 	ctx := context.Background()
 	email := "owner-" + uuid.NewString()[:8] + "@example.com"
-	if _, err := h.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+	if _, err := h.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := h.CreateWorkspace(ctx, "Keys", email)
+	ws, err := h.Workspaces.CreateWorkspace(ctx, "Keys", email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 	ws := newAPIKeyTestWorkspace(t, h)
 
 	expires := now.Add(24 * time.Hour)
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{"wf-1", "wf-1"}, ExpiresAt: &expires})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{"wf-1", "wf-1"}, ExpiresAt: &expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		t.Errorf("allowedWorkflowIds %v", got)
 	}
 
-	s, err := h.APIKey(ctx, m.ID)
+	s, err := h.Workspaces.APIKey(ctx, m.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +104,13 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		}
 	}
 
-	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+	if err := h.Workspaces.RevokeAPIKey(ctx, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+	if err := h.Workspaces.RevokeAPIKey(ctx, m.ID); err != nil {
 		t.Fatalf("second revoke: %v", err)
 	}
-	if s, _ := h.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
+	if s, _ := h.Workspaces.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
 		t.Fatalf("after revoke %+v", s)
 	}
 	if evs, _ := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
@@ -124,15 +124,15 @@ func TestAPIKeyErrors(t *testing.T) {
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
-	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: uuid.NewString()}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: uuid.NewString()}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown workspace: %v", err)
 	}
 	past := now.Add(-time.Minute)
 	var ve *domain.ValidationError
-	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, ExpiresAt: &past}); !errors.As(err, &ve) || ve.Field != "expiresAt" {
+	if _, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, ExpiresAt: &past}); !errors.As(err, &ve) || ve.Field != "expiresAt" {
 		t.Fatalf("past expiry: %v", err)
 	}
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,15 +140,15 @@ func TestAPIKeyErrors(t *testing.T) {
 		t.Fatalf("defaults %+v", m)
 	}
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
-		if _, err := h.APIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := h.Workspaces.APIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("APIKey(%q): %v", id, err)
 		}
-		if err := h.RevokeAPIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if err := h.Workspaces.RevokeAPIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("RevokeAPIKey(%q): %v", id, err)
 		}
 	}
 	// Upper-case ids name the same stream.
-	if _, err := h.APIKey(ctx, string(bytes.ToUpper([]byte(m.ID)))); err != nil {
+	if _, err := h.Workspaces.APIKey(ctx, string(bytes.ToUpper([]byte(m.ID)))); err != nil {
 		t.Fatalf("upper-case id: %v", err)
 	}
 }

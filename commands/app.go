@@ -27,8 +27,8 @@ type RegisterApp struct {
 }
 
 // RegisterApp records a draft app owned by an existing user and returns its client id.
-func (h *Handler) RegisterApp(ctx context.Context, c RegisterApp) (string, error) {
-	if _, err := h.User(ctx, c.OwnerUserID); err != nil {
+func (h *Apps) RegisterApp(ctx context.Context, c RegisterApp) (string, error) {
+	if _, err := h.users.User(ctx, c.OwnerUserID); err != nil {
 		return "", fmt.Errorf("app owner: %w", err)
 	}
 	id := uuid.NewString()
@@ -39,17 +39,17 @@ func (h *Handler) RegisterApp(ctx context.Context, c RegisterApp) (string, error
 }
 
 // UpdateApp replaces a draft's metadata; an approved app answers a conflict (409).
-func (h *Handler) UpdateApp(ctx context.Context, clientID string, m app.Metadata) error {
+func (h *Apps) UpdateApp(ctx context.Context, clientID string, m app.Metadata) error {
 	return h.onApp(ctx, "update app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideUpdate(s, m, h.now()) })
 }
 
 // SubmitApp puts the app in the review queue.
-func (h *Handler) SubmitApp(ctx context.Context, clientID string) error {
+func (h *Apps) SubmitApp(ctx context.Context, clientID string) error {
 	return h.onApp(ctx, "submit app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideSubmit(s, h.now()) })
 }
 
 // ApproveApp makes a submitted app live (staff only: the caller checks).
-func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string) error {
+func (h *Apps) ApproveApp(ctx context.Context, clientID, reviewerID string) error {
 	return h.onApp(ctx, "approve app", clientID, func(s app.State) ([]domain.Event, error) {
 		return app.DecideApprove(s, reviewerID, h.now())
 	})
@@ -58,7 +58,7 @@ func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string) e
 // RevertApp sends the app back to draft and invalidates its client secret (staff only: the
 // caller checks). Tokens already issued to the app stop working with the app: the token
 // endpoint and bearer checks require a live app.
-func (h *Handler) RevertApp(ctx context.Context, clientID, reviewerID, reason string) error {
+func (h *Apps) RevertApp(ctx context.Context, clientID, reviewerID, reason string) error {
 	return h.onApp(ctx, "revert app", clientID, func(s app.State) ([]domain.Event, error) {
 		return app.DecideRevert(s, reviewerID, reason, h.now())
 	})
@@ -66,7 +66,7 @@ func (h *Handler) RevertApp(ctx context.Context, clientID, reviewerID, reason st
 
 // IssueAppSecret issues a new client secret, replacing any earlier one, and returns it. Only its
 // hash is recorded: this return value is the one place the secret exists.
-func (h *Handler) IssueAppSecret(ctx context.Context, clientID string) (string, error) {
+func (h *Apps) IssueAppSecret(ctx context.Context, clientID string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("client secret: %w", err)
@@ -82,7 +82,7 @@ func (h *Handler) IssueAppSecret(ctx context.Context, clientID string) (string, 
 }
 
 // App folds the app with clientID from the event store; unknown is domain.ErrNotFound.
-func (h *Handler) App(ctx context.Context, clientID string) (app.State, error) {
+func (h *Apps) App(ctx context.Context, clientID string) (app.State, error) {
 	id, err := canonicalID("app", clientID)
 	if err != nil {
 		return app.State{}, err
@@ -97,7 +97,7 @@ func (h *Handler) App(ctx context.Context, clientID string) (app.State, error) {
 	return a.state, nil
 }
 
-func (h *Handler) onApp(ctx context.Context, op, clientID string, decide func(app.State) ([]domain.Event, error)) error {
+func (h *Apps) onApp(ctx context.Context, op, clientID string, decide func(app.State) ([]domain.Event, error)) error {
 	id, err := canonicalID("app", clientID)
 	if err != nil {
 		return err

@@ -147,7 +147,7 @@ func (c *RequestClaim) refusedBy(ce *eventstore.ClaimedError) bool {
 }
 
 // takesClaims reports whether the store takes claims in its commits (eventstore.ClaimStore).
-func (h *Handler) takesClaims() bool {
+func (h *core) takesClaims() bool {
 	_, ok := h.store.(eventstore.ClaimStore)
 	return ok
 }

@@ -50,7 +50,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	for i, k := range keys {
 		items[i], claims[i] = runFirstItem(t, ws, k, []byte("a replay or not"))
 	}
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	if !errors.Is(claims[1].Settle(context.Background()), commands.ErrReplayed) {
 		t.Fatal("the replay's claim does not settle as a replay")
 	}
-	if _, err := commands.New(env.Store).Execution(context.Background(), items[1].ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := commands.New(env.Store).Executions.Execution(context.Background(), items[1].ExecutionID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the replay's execution: %v, want not found", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
@@ -120,7 +120,7 @@ func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
 		claim := commands.NewRequestClaim(randomKey(), []byte("owner"), time.Now().Add(time.Minute),
 			func(context.Context) (bool, error) { log = append(log, "settle"); return held, nil })
 		ctx := commands.WithRequestClaim(context.Background(), claim)
-		_, err := h.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		_, err := h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1})
 		switch {
 		case held && (!errors.Is(err, commands.ErrReplayed) || len(log) != 1):
@@ -152,7 +152,7 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 		return finish(s)
 	}
 	other, _ := runFirstItem(t, ws, randomKey(), []byte("another call"))
-	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{item, other})
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{item, other})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 	if res[1].Err != nil || !res[1].Recorded {
 		t.Fatalf("the other item: %+v, want recorded", res[1])
 	}
-	if _, err := commands.New(env.Store).Execution(context.Background(), item.ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := commands.New(env.Store).Executions.Execution(context.Background(), item.ExecutionID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the replay's execution: %v, want not found", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(9) {

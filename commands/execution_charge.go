@@ -59,14 +59,14 @@ type FinishResult struct {
 // cached states it has, so it usually reads nothing. A stale account (another process charged
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
-func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	return h.ChargeAndFinishIn(ctx, nil, workspaceID, items)
 }
 
 // ChargeAndFinishIn is ChargeAndFinish deciding its first try within held, a turn on the
 // workspace's account taken before the items were gathered (AwaitAccountTurn; nil for none).
 // It ends the turn.
-func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	defer held.End()
 	results := make([]FinishResult, len(items))
 	live := make([]int, len(items)) // the items still in the batch
@@ -113,7 +113,7 @@ func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 
 // chargeAndFinishRetried is ChargeAndFinish for a batch that takes no claim another request
 // holds.
-func (h *Handler) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
 	for attempt := 0; ; attempt++ {
 		results, err := h.chargeAndFinish(ctx, held, workspaceID, items, readOn)
@@ -143,7 +143,7 @@ func (h *Handler) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 // chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. Within
 // a turn on the account (held, or takeTurn), or with readOn, it reads the account's events
 // after the cached state before deciding.
-func (h *Handler) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+func (h *Charges) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
 	stream := BillingStream(workspaceID)
 	appendMulti := h.store.AppendMulti
 	var acct loaded[billing.State]
@@ -192,7 +192,7 @@ type chargePlan struct {
 
 // planCharges decides items' charges on acct and each item's outcome on its execution's
 // state. An item that cannot be charged or created keeps its error in results and is left out.
-func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []ChargedFinish, acct loaded[billing.State]) (chargePlan, error) {
+func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []ChargedFinish, acct loaded[billing.State]) (chargePlan, error) {
 	plan := chargePlan{
 		stream:  BillingStream(workspaceID),
 		results: make([]FinishResult, len(items)),
@@ -239,7 +239,7 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 
 // chargesWritten caches what a written plan (res, the store's results) made of the account and
 // the executions, and returns the items' results.
-func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
+func (h *Charges) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
 	acct := plan.acct
 	acct.revision, acct.exists = res[0].NextRevision, true
 	h.cache.put(plan.stream, acct)
@@ -256,7 +256,7 @@ func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []e
 
 // cachedAccount is the workspace's cached billing state when there is one, without a read: a
 // stale one fails its append on revision. Otherwise it folds the stream.
-func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded[billing.State], error) {
+func (h *Charges) cachedAccount(ctx context.Context, workspaceID string) (loaded[billing.State], error) {
 	stream := BillingStream(workspaceID)
 	if c, ok := h.cache.get(stream); ok {
 		if l, ok := c.(loaded[billing.State]); ok {
@@ -268,7 +268,7 @@ func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded
 
 // finishPart is the append of the item's outcome at the execution's known revision, and the state
 // after it; ok is false when Finish decides nothing or refuses (the caller records it alone).
-func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+func (h *Charges) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	if len(it.Create) > 0 {
 		return createPart(ctx, it)
 	}

@@ -18,11 +18,11 @@ const chargeWorker = "worker-a"
 
 // submitEchoes submits n core.echo executions in ws through h (no runner: they stay CREATED)
 // and returns their ids.
-func submitEchoes(t *testing.T, h *commands.Handler, ws string, n int) []string {
+func submitEchoes(t *testing.T, h *commands.Commands, ws string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -33,10 +33,10 @@ func submitEchoes(t *testing.T, h *commands.Handler, ws string, n int) []string 
 }
 
 // claimAndComplete is the item of a repeatable call: charge one credit, claim and complete.
-func claimAndComplete(h *commands.Handler, id string) commands.ChargedFinish {
+func claimAndComplete(h *commands.Commands, id string) commands.ChargedFinish {
 	return commands.ChargedFinish{ExecutionID: id,
 		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
-		Finish: h.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
+		Finish: h.Attempts.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
 			return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
 		})}
 }
@@ -63,9 +63,9 @@ func txIDs(t *testing.T, env *testenv.Env, streams ...string) []int64 {
 	return ids
 }
 
-func balance(t *testing.T, h *commands.Handler, ws string) billing.Credits {
+func balance(t *testing.T, h *commands.Commands, ws string) billing.Credits {
 	t.Helper()
-	b, err := h.Balance(context.Background(), ws)
+	b, err := h.Billing.Balance(context.Background(), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 	}
 	before := len(txIDs(t, env, commands.BillingStream(ws)))
 
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +105,12 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 		t.Fatalf("the two executions were written by %d transactions, want 3", len(written))
 	}
 	for _, i := range []int{0, 1} {
-		st, err := commands.New(env.Store).Execution(context.Background(), ids[i]) // a fresh fold, no cache
+		st, err := commands.New(env.Store).Executions.Execution(context.Background(), ids[i]) // a fresh fold, no cache
 		if err != nil || st.Status != execution.StatusCompleted || st.TotalUsage != billing.FromWhole(1) {
 			t.Fatalf("execution %d as stored: %+v, %v", i, st, err)
 		}
 	}
-	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[2]); st.Status != execution.StatusCreated {
+	if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[2]); st.Status != execution.StatusCreated {
 		t.Fatalf("the uncovered execution is %s", st.Status)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != 0 {
@@ -128,25 +128,25 @@ func TestChargeAndFinishWritesNothingWhenItCannotCombine(t *testing.T) {
 
 	// Another process claims the second execution: h's cached state of it is stale.
 	other := commands.New(env.Store)
-	if _, err := other.ClaimExecution(context.Background(), ids[1], "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
+	if _, err := other.Attempts.ClaimExecution(context.Background(), ids[1], "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	_, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
 	if !errors.Is(err, commands.ErrNotCombined) {
 		t.Fatalf("stale state: %v, want ErrNotCombined", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(10) {
 		t.Fatalf("balance %s after a refused batch, want 10", got)
 	}
-	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[0]); st.Status != execution.StatusCreated {
+	if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[0]); st.Status != execution.StatusCreated {
 		t.Fatalf("the first execution is %s after a refused batch", st.Status)
 	}
 
 	// A cause charged before: the derived event id is taken.
-	if _, err := h.Charge(context.Background(), ws, "execution-"+ids[0], billing.FromWhole(1)); err != nil {
+	if _, err := h.Billing.Charge(context.Background(), ws, "execution-"+ids[0], billing.FromWhole(1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0])})
+	_, err = h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0])})
 	if !errors.Is(err, commands.ErrNotCombined) {
 		t.Fatalf("cause charged before: %v, want ErrNotCombined", err)
 	}
@@ -162,14 +162,14 @@ func TestChargeAndFinishRereadsAMovedAccount(t *testing.T) {
 	h := commands.New(env.Store)
 	ws := env.Workspace(t, 3)
 	ids := submitEchoes(t, h, ws, 2)
-	if _, err := h.Balance(context.Background(), ws); err != nil { // h caches the account
+	if _, err := h.Billing.Balance(context.Background(), ws); err != nil { // h caches the account
 		t.Fatal(err)
 	}
 	other := commands.New(env.Store)
-	if _, err := other.Charge(context.Background(), ws, "elsewhere", billing.FromWhole(2)); err != nil {
+	if _, err := other.Billing.Charge(context.Background(), ws, "elsewhere", billing.FromWhole(2)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
 	if err != nil {
 		t.Fatal(err)
 	}

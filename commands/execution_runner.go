@@ -34,7 +34,7 @@ type Runner interface {
 type runnerBox struct{ r Runner }
 
 // SetRunner registers the process's runner (nil unregisters it).
-func (h *Handler) SetRunner(r Runner) {
+func (h *Executions) SetRunner(r Runner) {
 	if r == nil {
 		h.runner.Store(nil)
 		return
@@ -42,7 +42,7 @@ func (h *Handler) SetRunner(r Runner) {
 	h.runner.Store(&runnerBox{r})
 }
 
-func (h *Handler) localRunner() Runner {
+func (h *Executions) localRunner() Runner {
 	if b := h.runner.Load(); b != nil {
 		return b.r
 	}
@@ -73,13 +73,13 @@ func awaitLocal(ctx context.Context, st execution.State, done <-chan execution.S
 // (modules.Repeatable): they run before any claim, and should another worker claim the
 // execution first, this append fails on revision and is decided again, finding it no longer
 // claimable (execution.ErrNotClaimable); the output is then dropped.
-func (h *Handler) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
+func (h *Attempts) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
 	return h.changeExecution(ctx, id, h.ClaimThen(worker, lease, finish))
 }
 
 // ClaimThen is the decision of ClaimAndFinish: the claim of the next attempt by worker, then
 // the outcome finish decides on the claimed state.
-func (h *Handler) ClaimThen(worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) func(execution.State) ([]domain.Event, error) {
+func (h *Attempts) ClaimThen(worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) func(execution.State) ([]domain.Event, error) {
 	return func(s execution.State) ([]domain.Event, error) {
 		claim, err := execution.DecideStart(s, worker, lease, h.now())
 		if err != nil {

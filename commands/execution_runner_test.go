@@ -58,8 +58,8 @@ func TestCallWithoutWaitRecordedLateAnswersSubmitted(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	h := commands.New(env.Store)
-	h.SetRunner(lateRunner{t: t, store: env.Store})
-	st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	h.Executions.SetRunner(lateRunner{t: t, store: env.Store})
+	st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestCallWithoutWaitRecordedLateAnswersSubmitted(t *testing.T) {
 	if rec := st.Record(); st.Status != execution.StatusCreated || rec.Completed || string(rec.Output) != "null" || st.TotalUsage != 0 {
 		t.Fatalf("submit without wait answered %+v", rec)
 	}
-	stored, err := commands.New(env.Store).Execution(context.Background(), st.ID)
+	stored, err := commands.New(env.Store).Executions.Execution(context.Background(), st.ID)
 	if err != nil || stored.Status != execution.StatusCompleted {
 		t.Fatalf("the late run is not what is stored: %+v, %v", stored, err)
 	}

@@ -63,7 +63,7 @@ type CallbackRequest struct {
 // the cache window covers reuses the first call's output for free; otherwise the workspace's
 // spendable balance must cover the module's cost (ErrInsufficientCredits). A refused submit
 // appends nothing: every check runs before the first append.
-func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ execution.State, err error) {
+func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ execution.State, err error) {
 	claim := RequestClaimFrom(ctx)
 	defer func() {
 		if err != nil && !errors.Is(err, ErrReplayed) {
@@ -154,7 +154,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ exe
 // bound to an idempotency key or a cache window take the usual path: their first append is
 // elsewhere. When the runner does not record the call, the submitted state it was given is
 // returned with false (zero when the call was not handed over).
-func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
+func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
 	if !h.runsFirst(c, sub, window) {
 		return execution.State{}, false
 	}
@@ -177,7 +177,7 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 }
 
 // runsFirst reports whether the call may be run before its submit is appended (runFirst).
-func (h *Handler) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
+func (h *Executions) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
 	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
 		return false
 	}
@@ -187,7 +187,7 @@ func (h *Handler) runsFirst(c SubmitExecution, sub execution.Submit, window stri
 
 // appendSubmit appends the submit and reports whether this call created the execution. A
 // fresh id cannot have a stream yet, so it is appended without reading one first.
-func (h *Handler) appendSubmit(ctx context.Context, sub execution.Submit) (execution.State, bool, error) {
+func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (execution.State, bool, error) {
 	var state execution.State
 	decide := func(s execution.State) ([]domain.Event, error) {
 		events, err := execution.DecideSubmit(s, sub, h.now())
@@ -224,7 +224,7 @@ func (h *Handler) appendSubmit(ctx context.Context, sub execution.Submit) (execu
 // prepareSubmit checks a submit without I/O and turns it into the domain's command: the
 // module's id (with its price) and the sealed callback. Errors are validation errors naming
 // the field.
-func (h *Handler) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+func (h *Executions) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
 	if err := domain.CheckStorableString("module", c.Module); err != nil {
 		return execution.Submit{}, err
 	}
@@ -340,7 +340,7 @@ func validHeaderName(s string) bool {
 
 // sealCallback seals the secret and header values: they enter the event log only encrypted,
 // bound to the field they belong to.
-func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) {
+func (h *Executions) sealCallback(req CallbackRequest) (execution.Callback, error) {
 	cb := execution.Callback{URL: req.URL}
 	if req.Secret == "" && len(req.Headers) == 0 {
 		return cb, nil
@@ -374,7 +374,7 @@ func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) 
 // cacheLookup decides, without appending, whether the call is free: it returns the cache
 // window's stream ("" when windows are off), the window as read, and the execution whose
 // output the call reuses, or "" after checking the balance.
-func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, loaded[execution.CacheWindow], string, error) {
+func (h *Executions) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, loaded[execution.CacheWindow], string, error) {
 	stream := ""
 	var w loaded[execution.CacheWindow]
 	if c.CacheWindow > 0 {
@@ -400,7 +400,7 @@ func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli 
 // submit opened since cacheLookup read it. It decides first on the window cacheLookup read
 // (read), so a call opening a window reads it once; a window that moved meanwhile is read
 // again and decided anew.
-func (h *Handler) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
+func (h *Executions) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
 	leader := ""
 	_, _, err := executeFrom(ctx, h, stream, cacheWindowAgg, &read, func(w execution.CacheWindow) ([]domain.Event, error) {
 		leader, _ = w.Leader(h.now())
@@ -419,7 +419,7 @@ func idempotencyStream(c SubmitExecution) string {
 
 // boundExecution reads, without appending, the execution an earlier submit bound the key to
 // ("" when none); a key bound to another body is ErrIdempotencyKeyReused.
-func (h *Handler) boundExecution(ctx context.Context, c SubmitExecution, id string) (string, error) {
+func (h *Executions) boundExecution(ctx context.Context, c SubmitExecution, id string) (string, error) {
 	r, err := load(ctx, h, idempotencyStream(c), idempotencyAgg)
 	if err != nil {
 		return "", err
@@ -433,7 +433,7 @@ func (h *Handler) boundExecution(ctx context.Context, c SubmitExecution, id stri
 
 // bindIdempotencyKey binds the key to id, or returns the execution a concurrent submit bound
 // it to first.
-func (h *Handler) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
+func (h *Executions) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
 	bound := ""
 	_, err := execute(ctx, h, idempotencyStream(c), idempotencyAgg, func(r execution.IdempotencyRecord) ([]domain.Event, error) {
 		var events []domain.Event

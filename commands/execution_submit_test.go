@@ -26,7 +26,7 @@ func eventCount(t *testing.T, env *testenv.Env) int {
 	return n
 }
 
-func newSubmitHandler(t *testing.T, env *testenv.Env) *commands.Handler {
+func newSubmitHandler(t *testing.T, env *testenv.Env) *commands.Commands {
 	t.Helper()
 	key, _ := seal.GenerateKey()
 	sealer, err := seal.New(key)
@@ -73,7 +73,7 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 			before := eventCount(t, env)
 			c := valid()
 			tc.change(&c)
-			_, err := h.SubmitExecution(context.Background(), c)
+			_, err := h.Executions.SubmitExecution(context.Background(), c)
 			var ve *domain.ValidationError
 			switch {
 			case err == nil:
@@ -93,11 +93,11 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 		})
 	}
 	// The same key then binds normally: nothing of the refused submits held it.
-	st, err := h.SubmitExecution(context.Background(), valid())
+	st, err := h.Executions.SubmitExecution(context.Background(), valid())
 	if err != nil || st.Module != "core.echo" || st.CostMilli != 1000 {
 		t.Fatalf("valid submit: %+v, %v", st, err)
 	}
-	again, err := h.SubmitExecution(context.Background(), valid())
+	again, err := h.Executions.SubmitExecution(context.Background(), valid())
 	if err != nil || again.ID != st.ID {
 		t.Fatalf("repeat with the idempotency key: %s, %v; want %s", again.ID, err, st.ID)
 	}
@@ -108,7 +108,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 	env := testenv.New(t)
 	h := newSubmitHandler(t, env)
 	ws := env.Workspace(t, 10)
-	st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec", Headers: map[string]string{"X-B": "v", "X-A": "w"}}})
 	if err != nil {
@@ -120,7 +120,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 		t.Fatalf("callback %+v cost %d", cb, st.CostMilli)
 	}
 	unsealed := commands.New(env.Store)
-	_, err = unsealed.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	_, err = unsealed.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec"}})
 	if err == nil {
@@ -134,7 +134,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 100)
-	handlers := []*commands.Handler{newSubmitHandler(t, env), newSubmitHandler(t, env)}
+	handlers := []*commands.Commands{newSubmitHandler(t, env), newSubmitHandler(t, env)}
 	const n = 16
 	states := make([]execution.State, n)
 	errs := make(chan error, n)
@@ -142,7 +142,7 @@ func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 	for i := range n {
 		go func() {
 			<-start
-			st, err := handlers[i%2].SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			st, err := handlers[i%2].Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 				Input: json.RawMessage(`{"same":true}`), Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute})
 			states[i] = st
 			errs <- err

@@ -39,7 +39,7 @@ func EmailStream(email string) string {
 // RegisterUser creates a user with a unique email and returns its id. The email is reserved
 // first; a registration that crashed between the two appends is completed by a retry, which
 // finds the reservation pointing at a user that does not exist yet.
-func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, error) {
+func (h *Identity) RegisterUser(ctx context.Context, c RegisterUser) (string, error) {
 	email := user.NormalizeEmail(c.Email)
 	if err := user.ValidateEmail(email); err != nil {
 		return "", err
@@ -80,7 +80,7 @@ func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, err
 
 // UserByEmail returns the user registered with email, read from the event store so it is
 // consistent even before projections catch up.
-func (h *Handler) UserByEmail(ctx context.Context, email string) (user.State, error) {
+func (h *Identity) UserByEmail(ctx context.Context, email string) (user.State, error) {
 	res, err := load(ctx, h, EmailStream(email), reservationAgg)
 	if err != nil {
 		return user.State{}, err
@@ -92,7 +92,7 @@ func (h *Handler) UserByEmail(ctx context.Context, email string) (user.State, er
 }
 
 // User returns the user with id.
-func (h *Handler) User(ctx context.Context, id string) (user.State, error) {
+func (h *Identity) User(ctx context.Context, id string) (user.State, error) {
 	u, err := load(ctx, h, UserStream(id), userAgg)
 	if err != nil {
 		return user.State{}, err

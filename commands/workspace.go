@@ -17,11 +17,11 @@ var workspaceAgg = aggregate[workspace.State]{evolve: workspace.State.Evolve}
 func WorkspaceStream(id string) string { return eventstore.StreamName(workspace.Category, id) }
 
 // CreateWorkspace creates a workspace owned by the user with ownerEmail and returns its id.
-func (h *Handler) CreateWorkspace(ctx context.Context, name, ownerEmail string) (string, error) {
+func (h *Workspaces) CreateWorkspace(ctx context.Context, name, ownerEmail string) (string, error) {
 	if err := workspace.ValidateName(name); err != nil {
 		return "", err
 	}
-	owner, err := h.UserByEmail(ctx, ownerEmail)
+	owner, err := h.users.UserByEmail(ctx, ownerEmail)
 	if err != nil {
 		return "", fmt.Errorf("workspace owner: %w", err)
 	}
@@ -33,8 +33,8 @@ func (h *Handler) CreateWorkspace(ctx context.Context, name, ownerEmail string) 
 }
 
 // AddMember gives the user with email a role in the workspace.
-func (h *Handler) AddMember(ctx context.Context, workspaceID, email, role string) error {
-	u, err := h.UserByEmail(ctx, email)
+func (h *Workspaces) AddMember(ctx context.Context, workspaceID, email, role string) error {
+	u, err := h.users.UserByEmail(ctx, email)
 	if err != nil {
 		return fmt.Errorf("member: %w", err)
 	}
@@ -45,7 +45,7 @@ func (h *Handler) AddMember(ctx context.Context, workspaceID, email, role string
 }
 
 // Workspace returns the workspace with id, folded from the event store.
-func (h *Handler) Workspace(ctx context.Context, id string) (workspace.State, error) {
+func (h *Workspaces) Workspace(ctx context.Context, id string) (workspace.State, error) {
 	w, err := load(ctx, h, WorkspaceStream(id), workspaceAgg)
 	if err != nil {
 		return workspace.State{}, err

@@ -44,7 +44,7 @@ func (c *Console) api(h apiHandler) http.HandlerFunc {
 			httperr.Write(w, http.StatusUnauthorized, "a session token is required (POST /v1/auth/login)")
 			return
 		}
-		u, err := c.cmds.User(r.Context(), pr.UserID)
+		u, err := c.cmds.Identity.User(r.Context(), pr.UserID)
 		if err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
@@ -113,7 +113,7 @@ func (c *Console) apiApps(w http.ResponseWriter, r *http.Request, u user.State) 
 		return
 	}
 	ctx := actingAs(r, u, "dashboard-api").Context()
-	id, err := c.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: b.Public, Metadata: b.metadata()})
+	id, err := c.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: b.Public, Metadata: b.metadata()})
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
@@ -122,7 +122,7 @@ func (c *Console) apiApps(w http.ResponseWriter, r *http.Request, u user.State) 
 }
 
 func (c *Console) writeApp(w http.ResponseWriter, r *http.Request, id string, status int) {
-	a, err := c.cmds.App(r.Context(), id)
+	a, err := c.cmds.Apps.App(r.Context(), id)
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
@@ -142,7 +142,7 @@ func (c *Console) apiApp(w http.ResponseWriter, r *http.Request, u user.State) {
 		if !decodeBody(w, r, &b) {
 			return
 		}
-		if err := c.cmds.UpdateApp(ctx, id, b.metadata()); err != nil {
+		if err := c.cmds.Apps.UpdateApp(ctx, id, b.metadata()); err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
 		}
@@ -158,7 +158,7 @@ func (c *Console) apiAppAction(w http.ResponseWriter, r *http.Request, u user.St
 		return
 	}
 	if mux.Vars(r)["action"] == "secret" {
-		secret, err := c.cmds.IssueAppSecret(ctx, id)
+		secret, err := c.cmds.Apps.IssueAppSecret(ctx, id)
 		if err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
@@ -168,7 +168,7 @@ func (c *Console) apiAppAction(w http.ResponseWriter, r *http.Request, u user.St
 		httperr.JSON(w, http.StatusOK, map[string]string{"clientId": id, "clientSecret": secret})
 		return
 	}
-	if err := c.cmds.SubmitApp(ctx, id); err != nil {
+	if err := c.cmds.Apps.SubmitApp(ctx, id); err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
 	}
@@ -197,13 +197,13 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 	id := mux.Vars(r)["clientId"]
 	var err error
 	if mux.Vars(r)["action"] == "approve" {
-		err = c.cmds.ApproveApp(ctx, id, u.ID)
+		err = c.cmds.Apps.ApproveApp(ctx, id, u.ID)
 	} else {
 		var b struct {
 			Reason string `json:"reason"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&b)
-		err = c.cmds.RevertApp(ctx, id, u.ID, b.Reason)
+		err = c.cmds.Apps.RevertApp(ctx, id, u.ID, b.Reason)
 	}
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
@@ -214,7 +214,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 
 // member checks the person's membership of the route's workspace (domain/access).
 func (c *Console) member(r *http.Request, u user.State) (access.Grant, error) {
-	return c.cmds.Access(r.Context(), mux.Vars(r)["workspaceId"], access.Caller{UserID: u.ID, Session: true}, "")
+	return c.cmds.Workspaces.Access(r.Context(), mux.Vars(r)["workspaceId"], access.Caller{UserID: u.ID, Session: true}, "")
 }
 
 func (c *Console) apiAuthorizations(w http.ResponseWriter, r *http.Request, u user.State) {

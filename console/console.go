@@ -26,7 +26,7 @@ import (
 // Config configures the console.
 type Config struct {
 	// Cmds runs commands and folds single entities; required.
-	Cmds *commands.Handler
+	Cmds *commands.Commands
 	// Queries reads the read models; required.
 	Queries *projections.Queries
 	// Identity signs people in and verifies their sessions; required.
@@ -57,7 +57,7 @@ func (c Config) Validate() error {
 // Console serves the console's pages and their JSON twins.
 type Console struct {
 	cfg   Config
-	cmds  *commands.Handler
+	cmds  *commands.Commands
 	q     *projections.Queries
 	idp   *identity.Provider
 	log   logrus.FieldLogger
@@ -151,7 +151,7 @@ func (c *Console) page(section, scope string, h handler) http.HandlerFunc {
 				return
 			}
 		}
-		u, err := c.cmds.User(r.Context(), pr.UserID)
+		u, err := c.cmds.Identity.User(r.Context(), pr.UserID)
 		if err != nil {
 			c.fail(q, err)
 			return
@@ -171,13 +171,13 @@ func (c *Console) page(section, scope string, h handler) http.HandlerFunc {
 
 // enter checks the person's access to the workspace and makes it the page's.
 func (c *Console) enter(q *request, wsID, scope string) error {
-	g, err := c.cmds.Access(q.ctx(), wsID, access.Caller{UserID: q.user.ID, Session: true}, scope)
+	g, err := c.cmds.Workspaces.Access(q.ctx(), wsID, access.Caller{UserID: q.user.ID, Session: true}, scope)
 	var se *access.ScopeError
 	if err != nil && !errors.As(err, &se) {
 		return err
 	}
 	// A member refused this page still gets the workspace's navigation with the refusal.
-	st, werr := c.cmds.Workspace(q.ctx(), wsID)
+	st, werr := c.cmds.Workspaces.Workspace(q.ctx(), wsID)
 	if werr != nil {
 		return werr
 	}

@@ -58,7 +58,7 @@ type executionData struct {
 // attempts; POST replays the callback (owners and admins).
 func (c *Console) execution(q *request) {
 	id := mux.Vars(q.r)["executionId"]
-	st, err := c.cmds.Execution(q.ctx(), id)
+	st, err := c.cmds.Executions.Execution(q.ctx(), id)
 	if err == nil && st.WorkspaceID != q.ws.ID {
 		err = domain.ErrNotFound // another workspace's: not found, so ids cannot be probed
 	}
@@ -71,13 +71,13 @@ func (c *Console) execution(q *request) {
 		if !c.requireManage(q) {
 			return
 		}
-		if st, err = c.cmds.ReplayWebhook(q.acting(), id); err != nil {
+		if st, err = c.cmds.Webhooks.ReplayWebhook(q.acting(), id); err != nil {
 			errText = message(err)
 		} else {
 			notice = "Callback delivery requested again; the attempts below update as it runs."
 		}
 	}
-	attempts, err := c.cmds.WebhookAttempts(q.ctx(), id)
+	attempts, err := c.cmds.Webhooks.WebhookAttempts(q.ctx(), id)
 	if err != nil {
 		c.fail(q, err)
 		return

@@ -88,7 +88,7 @@ func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error
 	if cmd.ExpiresAt, err = parseExpiry(f.Expires, c.now()); err != nil {
 		return commands.APIKeyMinted{}, err
 	}
-	return c.cmds.CreateAPIKey(q.acting(), cmd)
+	return c.cmds.Workspaces.CreateAPIKey(q.acting(), cmd)
 }
 
 // parseExpiry reads an expiry date of a form (the start of that day, UTC); "" never expires.
@@ -108,12 +108,12 @@ func parseExpiry(s string, now time.Time) (*time.Time, error) {
 
 // revokeKey revokes a key of this workspace; another workspace's key is not found.
 func (c *Console) revokeKey(q *request, id string) error {
-	k, err := c.cmds.APIKey(q.ctx(), id)
+	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
 	if err != nil {
 		return err
 	}
 	if k.WorkspaceID != q.ws.ID {
 		return domain.ErrNotFound
 	}
-	return c.cmds.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
+	return c.cmds.Workspaces.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
 }

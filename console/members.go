@@ -62,7 +62,7 @@ func (c *Console) addMember(q *request, email, role string) error {
 	if !access.MayGrant(q.ws.Role, role) {
 		return domain.Forbidden("a %s cannot make someone %s %s", q.ws.Role, article(role), role)
 	}
-	return c.cmds.AddMember(q.acting(), q.ws.ID, email, role)
+	return c.cmds.Workspaces.AddMember(q.acting(), q.ws.ID, email, role)
 }
 
 func article(role string) string {

@@ -57,7 +57,7 @@ var errRunHidden = domain.ErrNotFound
 // loadRun loads the route's run and enters its workspace; a run of a workspace the person is
 // not a member of is not found.
 func (c *Console) loadRun(q *request) (run.State, error) {
-	st, err := c.cmds.Run(q.ctx(), mux.Vars(q.r)["runId"])
+	st, err := c.cmds.Workflows.Run(q.ctx(), mux.Vars(q.r)["runId"])
 	if err != nil {
 		return st, err
 	}
@@ -123,7 +123,7 @@ func (c *Console) cancelRun(q *request) {
 	if reason == "" {
 		reason = "cancelled from the console by " + q.user.Email
 	}
-	if _, err := c.cmds.CancelRun(q.acting(), st.ID, reason); err != nil {
+	if _, err := c.cmds.Workflows.CancelRun(q.acting(), st.ID, reason); err != nil {
 		c.fail(q, err)
 		return
 	}

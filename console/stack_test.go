@@ -114,13 +114,13 @@ func (s *stack) seed(t *testing.T) {
 	ctx := context.Background()
 	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
 	var err error
-	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
+	if s.ws, err = s.env.Cmds.Workspaces.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
+	if err := s.env.Cmds.Workspaces.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.env.Cmds.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
+	if _, err := s.env.Cmds.Billing.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
 		t.Fatal(err)
 	}
 	s.workflowName = "Nightly import"
@@ -141,11 +141,11 @@ func (s *stack) seed(t *testing.T) {
 	s.slowRunID = s.trigger(t, s.slowWorkflowID, `{}`)
 	s.executionID = s.callbackExecution(t)
 	testenv.Eventually(t, 60*time.Second, "the run to complete", func() bool {
-		st, err := s.env.Cmds.Run(ctx, s.runID)
+		st, err := s.env.Cmds.Workflows.Run(ctx, s.runID)
 		return err == nil && st.Status == run.StatusCompleted
 	})
 	testenv.Eventually(t, 30*time.Second, "the callback to be delivered", func() bool {
-		a, err := s.env.Cmds.WebhookAttempts(ctx, s.executionID)
+		a, err := s.env.Cmds.Webhooks.WebhookAttempts(ctx, s.executionID)
 		return err == nil && len(a) > 0 && a[len(a)-1].Delivered
 	})
 	for _, p := range []string{"runs", "executions", "billing", "workflowlist", "workspaces", "webhooks"} {
@@ -157,7 +157,7 @@ func (s *stack) person(t *testing.T, role string) person {
 	t.Helper()
 	email := fmt.Sprintf("%s-%s@example.com", role, uuid.NewString()[:6])
 	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member"}[role]
-	id, err := s.env.Cmds.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
+	id, err := s.env.Cmds.Identity.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func (s *stack) workflow(t *testing.T, def string) workflow.State {
 	if err := json.Unmarshal([]byte(def), &d); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := s.env.Cmds.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: s.ws, Definition: d})
+	wf, err := s.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: s.ws, Definition: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func (s *stack) workflow(t *testing.T, def string) workflow.State {
 
 func (s *stack) trigger(t *testing.T, workflowID, input string) string {
 	t.Helper()
-	runs, err := s.env.Cmds.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: s.ws, WorkflowID: workflowID,
+	runs, err := s.env.Cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: s.ws, WorkflowID: workflowID,
 		Input: json.RawMessage(input)})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("trigger: %v %v", runs, err)
@@ -192,7 +192,7 @@ func (s *stack) callbackExecution(t *testing.T) string {
 	t.Helper()
 	// Through a handler that seals, as serve's does (commands.WithSealer).
 	cmds := commands.New(s.env.Store, commands.WithSealer(s.sealer))
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
 		Input: json.RawMessage(`{"order": "A-1042", "lines": 3}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: s.hook.URL + "/hooks/switchyard", Secret: "callback-secret"}})
 	if err != nil {

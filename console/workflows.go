@@ -40,7 +40,7 @@ func (c *Console) workflow(q *request) {
 	if !ok {
 		return
 	}
-	wf, err := c.cmds.Workflow(q.ctx(), q.ws.ID, mux.Vars(q.r)["workflowId"])
+	wf, err := c.cmds.Workflows.Workflow(q.ctx(), q.ws.ID, mux.Vars(q.r)["workflowId"])
 	if err != nil {
 		c.fail(q, err)
 		return

@@ -38,7 +38,7 @@ func TestSDKAuthConfigValidate(t *testing.T) {
 }
 
 func TestRoutesConfigValidate(t *testing.T) {
-	cmds, queries := &commands.Handler{}, &projections.Queries{}
+	cmds, queries := &commands.Commands{}, &projections.Queries{}
 	_, err := httpapi.Routes(httpapi.RoutesConfig{Queries: queries})
 	configtest.Check(t, httpapi.RoutesConfig{Cmds: cmds, Queries: queries}.Validate(), []configtest.Case{
 		{Field: "Cmds", Err: err},

@@ -83,14 +83,14 @@ func (s *dashStack) user(t *testing.T) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	email := fmt.Sprintf("dash-%s@example.com", uuid.NewString()[:8])
-	if _, err := s.env.Cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: dashPassword, Name: "Dash User"}); err != nil {
+	if _, err := s.env.Cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: dashPassword, Name: "Dash User"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := s.env.Cmds.CreateWorkspace(ctx, "dash-"+uuid.NewString()[:8], email)
+	ws, err := s.env.Cmds.Workspaces.CreateWorkspace(ctx, "dash-"+uuid.NewString()[:8], email)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.env.Cmds.TopUp(ctx, ws, billing.FromWhole(100), ""); err != nil {
+	if _, err := s.env.Cmds.Billing.TopUp(ctx, ws, billing.FromWhole(100), ""); err != nil {
 		t.Fatal(err)
 	}
 	return email, ws
@@ -131,7 +131,7 @@ func (s *dashStack) startRun(t *testing.T, ws string, n int) string {
 	if err := json.Unmarshal(fmt.Appendf(nil, dashRunWorkflow, uuid.NewString()[:8]), &def); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := s.env.Cmds.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
+	wf, err := s.env.Cmds.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +139,14 @@ func (s *dashStack) startRun(t *testing.T, ws string, n int) string {
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
-	runs, err := s.env.Cmds.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID,
+	runs, err := s.env.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID,
 		Input: json.RawMessage(`{"items": [` + strings.Join(items, ",") + `]}`)})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("trigger: %v %v", runs, err)
 	}
 	id := runs[0].RunID
 	testenv.Eventually(t, 30*time.Second, "stage a to be dispatched", func() bool {
-		st, err := s.env.Cmds.Run(ctx, id)
+		st, err := s.env.Cmds.Workflows.Run(ctx, id)
 		return err == nil && len(st.Stages) >= 2
 	})
 	return id
@@ -157,7 +157,7 @@ func (s *dashStack) waitRunEnded(t *testing.T, id string) run.State {
 	var st run.State
 	testenv.Eventually(t, 60*time.Second, "run "+id+" to end", func() bool {
 		var err error
-		st, err = s.env.Cmds.Run(context.Background(), id)
+		st, err = s.env.Cmds.Workflows.Run(context.Background(), id)
 		return err == nil && st.Status.Terminal()
 	})
 	return st
@@ -217,7 +217,7 @@ func TestDashboardRunNeedsASession(t *testing.T) {
 	if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err != nil || json.Unmarshal(raw, &claims) != nil || claims.SID == "" {
 		t.Fatalf("session JWT without a sid: %v", err)
 	}
-	if err := s.env.Cmds.EndSession(context.Background(), claims.SID); err != nil {
+	if err := s.env.Cmds.Identity.EndSession(context.Background(), claims.SID); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := s.get(t, base+"/detail", token)
@@ -243,7 +243,7 @@ func TestDashboardRunOfAnotherWorkspaceIsNotFound(t *testing.T) {
 	}
 
 	// Once a member (any role), the same user sees it.
-	if err := s.env.Cmds.AddMember(context.Background(), ws, outsider, "member"); err != nil {
+	if err := s.env.Cmds.Workspaces.AddMember(context.Background(), ws, outsider, "member"); err != nil {
 		t.Fatal(err)
 	}
 	if resp, body := s.get(t, base+"/detail", token); resp.StatusCode != http.StatusOK {
@@ -390,7 +390,7 @@ func TestDashboardRunCancelled(t *testing.T) {
 	s := newDashStack(t)
 	email, ws := s.user(t)
 	id := s.startRun(t, ws, 2)
-	if _, err := s.env.Cmds.CancelRun(context.Background(), id, "not needed <any more>"); err != nil {
+	if _, err := s.env.Cmds.Workflows.CancelRun(context.Background(), id, "not needed <any more>"); err != nil {
 		t.Fatal(err)
 	}
 	token := s.session(t, email)

@@ -45,7 +45,7 @@ const mcpServerVersion = "1.0.0"
 // id. Tool calls go through the same commands as the SDK endpoints, so the executor bills them
 // as it bills SDK calls.
 type MCP struct {
-	Cmds     *commands.Handler
+	Cmds     *commands.Commands
 	Queries  *projections.Queries
 	Registry *modules.Registry
 	// Hub answers waitForMs; it must carry the execution and run categories.
@@ -166,7 +166,7 @@ func (m *MCP) token(w http.ResponseWriter, r *http.Request) (mcpCaller, bool) {
 			return mcpCaller{}, false
 		}
 	}
-	st, err := m.Cmds.MCPToken(r.Context(), id)
+	st, err := m.Cmds.Workspaces.MCPToken(r.Context(), id)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		WriteDomainError(w, r, fmt.Errorf("mcp auth: token lookup: %w", err))
 		return mcpCaller{}, false

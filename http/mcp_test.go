@@ -45,7 +45,7 @@ func newMCPStack(t *testing.T, rate float64, burst int) *mcpStack {
 	t.Helper()
 	core := newTestCore(t, true)
 	env, hub, log, reg := core.env, core.hub, core.log, core.reg
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: rate, Burst: burst, Logger: log})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.MCP{Cmds: env.Cmds, Queries: env.Queries, Registry: reg, Hub: hub, RateLimit: auth.Limit, Logger: log}).Mount(server.V1)
@@ -174,7 +174,7 @@ func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ws := s.env.Workspace(t, 100)
-	tok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, Label: "desktop"})
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, Label: "desktop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {
 	}
 	id := fmt.Sprint(rec["id"])
 	// The input reaches the module as sent: a large integer keeps every digit.
-	st, err := s.env.Cmds.Execution(ctx, id)
+	st, err := s.env.Cmds.Executions.Execution(ctx, id)
 	if err != nil || !strings.Contains(string(st.Output), "12345678901234567") {
 		t.Fatalf("stored output %s, %v", st.Output, err)
 	}
@@ -285,7 +285,7 @@ func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {
 
 	t.Run("another workspace's execution is not found", func(t *testing.T) {
 		other := s.env.Workspace(t, 10)
-		otherTok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: other})
+		otherTok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: other})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +354,7 @@ func TestMCPExpiredTokenIs401(t *testing.T) {
 	ws := s.env.Workspace(t, 10)
 	// A token that expires in a moment: minted with the real clock, checked after its expiry.
 	expires := time.Now().Add(300 * time.Millisecond)
-	tok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, ExpiresAt: &expires})
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, ExpiresAt: &expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestMCPRateLimitSharesTheSDKLimiter(t *testing.T) {
 	s := newMCPStack(t, 0.001, 3)
 	ctx := context.Background()
 	ws := s.env.Workspace(t, 10)
-	tok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestMCPRateLimitSharesTheSDKLimiter(t *testing.T) {
 		t.Fatalf("429 without Retry-After: %v", resp.Header)
 	}
 	// Another token has a bucket of its own.
-	tok2, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
+	tok2, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +563,7 @@ func TestMCPTokenWorkspaceEndpoints(t *testing.T) {
 func TestMCPTokenSessionOfAMember(t *testing.T) {
 	s := newMCPStack(t, 10000, 10000)
 	ws := s.env.Workspace(t, 10)
-	st, err := s.env.Cmds.Workspace(context.Background(), ws)
+	st, err := s.env.Cmds.Workspaces.Workspace(context.Background(), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestMCPTokenSessionOfAMember(t *testing.T) {
 // workflowOf creates a workflow whose ON_API_CALLED trigger feeds one module stage.
 func workflowOf(t *testing.T, s *mcpStack, ws, name, module, config string) string {
 	t.Helper()
-	st, err := s.env.Cmds.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: workflow.Definition{
+	st, err := s.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: workflow.Definition{
 		Name: name,
 		Components: []workflow.Component{{ID: "start", Module: workflow.ModuleTrigger},
 			{ID: "work", Module: module, Config: json.RawMessage(config)}},
@@ -605,7 +605,7 @@ func TestMCPWorkflowTools(t *testing.T) {
 	ws := s.env.Workspace(t, 100)
 	echoWF := workflowOf(t, s, ws, "greet", "core.echo", `{}`)
 	slowWF := workflowOf(t, s, ws, "slow", "core.delay", `{"ms":10000}`)
-	tok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +670,7 @@ func TestMCPWorkflowTools(t *testing.T) {
 
 		// Another workspace sees neither the workflow nor its runs.
 		other := s.env.Workspace(t, 10)
-		otherTok, err := s.env.Cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: other})
+		otherTok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: other})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func (m *MCP) executeComponent(ctx context.Context, caller mcpCaller, args json.
 	start := time.Now()
 	cmd := req.command(Caller{WorkspaceID: caller.WorkspaceID})
 	cmd.CacheWindow = m.CacheWindow
-	st, err := m.Cmds.SubmitExecution(ctx, cmd)
+	st, err := m.Cmds.Executions.SubmitExecution(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (m *MCP) getExecution(ctx context.Context, caller mcpCaller, args json.RawM
 	if a.ExecutionID == "" {
 		return nil, domain.Invalid("executionId", "is required")
 	}
-	st, err := m.Cmds.Execution(ctx, a.ExecutionID)
+	st, err := m.Cmds.Executions.Execution(ctx, a.ExecutionID)
 	if err == nil && st.WorkspaceID != caller.WorkspaceID {
 		// Another workspace's execution is answered as an unknown one.
 		err = domain.ErrNotFound
@@ -245,7 +245,7 @@ func (m *MCP) getBalance(ctx context.Context, caller mcpCaller, args json.RawMes
 	if err := decodeArguments(args, &struct{}{}); err != nil {
 		return nil, err
 	}
-	b, err := m.Cmds.Balance(ctx, caller.WorkspaceID)
+	b, err := m.Cmds.Billing.Balance(ctx, caller.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}

@@ -47,13 +47,13 @@ func TestUnknownMCPTokensAreThrottledPerAddress(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	store := &countingStore{Store: env.Store}
 	cmds := commands.New(store)
-	minted, err := cmds.MintMCPToken(context.Background(), commands.MintMCPToken{WorkspaceID: ws, Label: "real"})
+	minted, err := cmds.Workspaces.MintMCPToken(context.Background(), commands.MintMCPToken{WorkspaceID: ws, Label: "real"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		UnknownKeyRate: 0.001, UnknownKeyBurst: 10, Logger: log})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.MCP{Cmds: cmds, Queries: env.Queries, RateLimit: auth.Limit, ThrottleUnknown: auth.ThrottleUnknown,

@@ -117,7 +117,7 @@ func (m *MCP) triggerWorkflow(ctx context.Context, caller mcpCaller, args json.R
 		}
 		wait = *a.WaitForMs
 	}
-	runs, err := m.Cmds.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID, WorkflowID: a.WorkflowID, Input: input})
+	runs, err := m.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID, WorkflowID: a.WorkflowID, Input: input})
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, toolErrorf("workflow %s not found", a.WorkflowID)
 	}
@@ -145,7 +145,7 @@ func (m *MCP) waitRun(wctx, ctx context.Context, id string, wait bool) (*run.Sta
 	var st run.State
 	if wait {
 		_ = m.Hub.Until(wctx, commands.RunStream(id), time.Second, func() (bool, error) {
-			cur, err := m.Cmds.Run(wctx, id)
+			cur, err := m.Cmds.Workflows.Run(wctx, id)
 			if err != nil {
 				return false, err
 			}
@@ -156,7 +156,7 @@ func (m *MCP) waitRun(wctx, ctx context.Context, id string, wait bool) (*run.Sta
 			return &st, nil
 		}
 	}
-	st, err := m.Cmds.Run(ctx, id)
+	st, err := m.Cmds.Workflows.Run(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (m *MCP) ownRun(ctx context.Context, caller mcpCaller, args json.RawMessage
 	if *id == "" {
 		return nil, domain.Invalid("runId", "is required")
 	}
-	st, err := m.Cmds.Run(ctx, *id)
+	st, err := m.Cmds.Workflows.Run(ctx, *id)
 	if err == nil && st.WorkspaceID != caller.WorkspaceID {
 		err = domain.ErrNotFound
 	}
@@ -208,7 +208,7 @@ func (m *MCP) cancelRun(ctx context.Context, caller mcpCaller, args json.RawMess
 	if utf8.RuneCountInString(a.Reason) > mcpMaxCancelReason {
 		return nil, domain.Invalid("reason", "must be at most %d characters", mcpMaxCancelReason)
 	}
-	st, err := m.Cmds.CancelRun(ctx, a.RunID, a.Reason)
+	st, err := m.Cmds.Workflows.CancelRun(ctx, a.RunID, a.Reason)
 	if errors.Is(err, domain.ErrConflict) {
 		return nil, toolErrorf("run %s has already ended (%s)", a.RunID, cur.Status)
 	}

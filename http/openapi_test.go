@@ -70,7 +70,7 @@ func newAPIStack(t *testing.T) *apiStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
@@ -92,16 +92,16 @@ func newAPIStack(t *testing.T) *apiStack {
 	handler = server.Handler()
 
 	s := &apiStack{env: env, server: server, srv: srv, email: "staff-" + uuid.NewString()[:8] + "@example.com"}
-	if _, err := env.Cmds.RegisterUser(ctx, commands.RegisterUser{Email: s.email, Password: stackPassword, Staff: true}); err != nil {
+	if _, err := env.Cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: s.email, Password: stackPassword, Staff: true}); err != nil {
 		t.Fatal(err)
 	}
-	if s.ws, err = env.Cmds.CreateWorkspace(ctx, "openapi-"+uuid.NewString()[:8], s.email); err != nil {
+	if s.ws, err = env.Cmds.Workspaces.CreateWorkspace(ctx, "openapi-"+uuid.NewString()[:8], s.email); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Cmds.TopUp(ctx, s.ws, 100_000, ""); err != nil {
+	if _, err := env.Cmds.Billing.TopUp(ctx, s.ws, 100_000, ""); err != nil {
 		t.Fatal(err)
 	}
-	if s.key, err = env.Cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: s.ws, Label: "openapi"}); err != nil {
+	if s.key, err = env.Cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: s.ws, Label: "openapi"}); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -19,7 +19,7 @@ type RoutesConfig struct {
 	// Server configures the handler chain and the health, readiness and metrics endpoints.
 	Server ServerConfig
 	// Cmds and Queries are required.
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	// Registry and Hub serve the SDK and MCP endpoints; Hub also the run page's stream. (Callback
 	// secrets are sealed by Cmds: commands.WithSealer.)

@@ -20,7 +20,7 @@ import (
 // lives in the console, its stream here with the rest of the run stream machinery. It is
 // signed in with the session cookie and streams a run only to members of its workspace.
 type RunPageStream struct {
-	Cmds *commands.Handler
+	Cmds *commands.Commands
 	Hub  *livehub.Hub
 	// Auth verifies the session cookie's JWT; identity.Provider is one.
 	Auth BearerVerifier
@@ -60,7 +60,7 @@ var errRunHidden = errors.New("run not found")
 // member checks that userID may read the run's workspace (domain/access); a run of another
 // workspace is hidden.
 func (d *RunPageStream) member(ctx context.Context, userID, workspaceID string) error {
-	_, err := d.Cmds.Access(ctx, workspaceID, access.Caller{UserID: userID, Session: true}, access.ScopeWorkspaceRead)
+	_, err := d.Cmds.Workspaces.Access(ctx, workspaceID, access.Caller{UserID: userID, Session: true}, access.ScopeWorkspaceRead)
 	if errors.Is(err, access.ErrNotMember) {
 		return errRunHidden
 	}

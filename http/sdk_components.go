@@ -26,7 +26,7 @@ const maxIdempotencyKey = 255
 
 // SDKComponents serves SPEC.md 4.1 to 4.4 and the module listing.
 type SDKComponents struct {
-	Cmds     *commands.Handler
+	Cmds     *commands.Commands
 	Registry *modules.Registry
 	Hub      *livehub.Hub
 	Auth     *SDKAuth
@@ -66,7 +66,7 @@ func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {
 	cmd := req.command(caller)
 	sum := sha256.Sum256(body)
 	cmd.IdempotencyKey, cmd.BodyHash, cmd.CacheWindow = key, hex.EncodeToString(sum[:]), s.CacheWindow
-	st, err := s.Cmds.SubmitExecution(r.Context(), cmd)
+	st, err := s.Cmds.Executions.SubmitExecution(r.Context(), cmd)
 	if errors.Is(err, execution.ErrIdempotencyKeyReused) {
 		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different request body")
 		return
@@ -88,7 +88,7 @@ func (s *SDKComponents) waitRest(ctx context.Context, st execution.State, d time
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_ = s.Hub.Until(ctx, commands.ExecutionStream(st.ID), time.Second, func() (bool, error) {
-		cur, err := s.Cmds.Execution(ctx, st.ID)
+		cur, err := s.Cmds.Executions.Execution(ctx, st.ID)
 		if err != nil {
 			return false, err
 		}
@@ -109,7 +109,7 @@ func (s *SDKComponents) get(w http.ResponseWriter, r *http.Request) {
 func (s *SDKComponents) load(w http.ResponseWriter, r *http.Request) (execution.State, bool) {
 	caller, _ := CallerFrom(r.Context())
 	id := mux.Vars(r)["executionId"]
-	st, err := s.Cmds.Execution(r.Context(), id)
+	st, err := s.Cmds.Executions.Execution(r.Context(), id)
 	if err == nil && st.WorkspaceID != caller.WorkspaceID {
 		err = domain.ErrNotFound
 	}

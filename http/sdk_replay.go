@@ -14,7 +14,7 @@ func (s *SDKComponents) replayCallback(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, err := s.Cmds.ReplayWebhook(r.Context(), st.ID)
+	after, err := s.Cmds.Webhooks.ReplayWebhook(r.Context(), st.ID)
 	switch {
 	case errors.Is(err, execution.ErrNotFinished):
 		WriteError(w, http.StatusConflict, "execution "+st.ID+" has not finished; its webhook is delivered when it does")

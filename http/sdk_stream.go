@@ -58,7 +58,7 @@ type sseSource interface {
 // the hub's notices coalesce: RUNNING is reported even if the execution ended before the
 // stream caught up.
 type executionFeed struct {
-	cmds   *commands.Handler
+	cmds   *commands.Commands
 	stream string
 	state  execution.State
 	next   uint64
@@ -71,7 +71,7 @@ func (f *executionFeed) terminal() bool { return f.state.Status.Terminal() }
 func (f *executionFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
 	var err error
-	f.next, err = f.cmds.ReadEvents(ctx, f.stream, f.next, func(rev uint64, ev domain.Event) error {
+	f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, f.next, func(rev uint64, ev domain.Event) error {
 		before := f.state.Status
 		f.state = f.state.Evolve(ev)
 		f.exists = f.state.Exists

@@ -254,7 +254,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := env.Workspace(t, 0)
-	key, err := env.Cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
+	key, err := env.Cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 16 {
-				st, err := env.Cmds.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+				st, err := env.Cmds.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 					Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1})
 				if err != nil {
 					t.Error(err)
@@ -276,7 +276,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: 1e9, Burst: 1e9, Logger: log})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: modules.Builtins(modules.BuiltinsConfig{}), Hub: hub,
@@ -293,7 +293,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 			"Goroutines": runtime.NumGoroutine(), "Watchers": hub.Watchers()})
 	})
 	server.Router.HandleFunc("/bench/claim", func(w http.ResponseWriter, r *http.Request) {
-		_, err := env.Cmds.ClaimExecution(r.Context(), r.URL.Query().Get("id"), "bench",
+		_, err := env.Cmds.Attempts.ClaimExecution(r.Context(), r.URL.Query().Get("id"), "bench",
 			func(execution.State) time.Duration { return time.Hour })
 		at := time.Now().UnixNano()
 		if err != nil {

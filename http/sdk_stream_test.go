@@ -97,7 +97,7 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Config{Worker: "t", SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
 	testenv.Go(t, ex.Run)
-	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.APIKey),
+	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Auth: auth, Heartbeat: heartbeat}).Mount(server.V1)
@@ -111,7 +111,7 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 func (s *sdkStack) newKey(t *testing.T) (string, commands.APIKeyMinted, *client.Client) {
 	t.Helper()
 	ws := s.env.Workspace(t, 100)
-	key, err := s.env.Cmds.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: ws, Label: "test"})
+	key, err := s.env.Cmds.Workspaces.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: ws, Label: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func (s *sdkStack) submit(t *testing.T, req client.SubmitRequest) string {
 // waitRunning waits until the executor has claimed id.
 func (s *sdkStack) waitRunning(t *testing.T, id string) {
 	testenv.Eventually(t, 10*time.Second, "execution running", func() bool {
-		st, err := s.env.Cmds.Execution(context.Background(), id)
+		st, err := s.env.Cmds.Executions.Execution(context.Background(), id)
 		return err == nil && st.Status == execution.StatusRunning
 	})
 }
@@ -342,7 +342,7 @@ func TestExecutionStream(t *testing.T) {
 		c.resp.Body.Close()
 		s.gates.open("resume")
 		testenv.Eventually(t, 10*time.Second, "completion", func() bool {
-			st, err := s.env.Cmds.Execution(ctx, id)
+			st, err := s.env.Cmds.Executions.Execution(ctx, id)
 			return err == nil && st.Status.Terminal()
 		})
 		c2 := s.open(t, id, m.id)

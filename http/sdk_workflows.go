@@ -25,7 +25,7 @@ import (
 // SDKWorkflows serves SPEC.md 4.5 to 4.8: triggering runs, reading, streaming and cancelling
 // them, and updating a workflow's components, with a workspace API key.
 type SDKWorkflows struct {
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	Hub     *livehub.Hub
 	Auth    *SDKAuth
@@ -79,7 +79,7 @@ func (s *SDKWorkflows) trigger(w http.ResponseWriter, r *http.Request) {
 		}
 		input = body
 	}
-	runs, err := s.Cmds.TriggerWorkflow(r.Context(), commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID,
+	runs, err := s.Cmds.Workflows.TriggerWorkflow(r.Context(), commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID,
 		WorkflowID: id, APIKeyID: caller.KeyID, Input: input})
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "workflow "+id+" not found")
@@ -97,7 +97,7 @@ func (s *SDKWorkflows) trigger(w http.ResponseWriter, r *http.Request) {
 func (s *SDKWorkflows) loadRun(w http.ResponseWriter, r *http.Request) (run.State, bool) {
 	caller, _ := CallerFrom(r.Context())
 	id := mux.Vars(r)["runId"]
-	st, err := s.Cmds.Run(r.Context(), id)
+	st, err := s.Cmds.Workflows.Run(r.Context(), id)
 	if err == nil && st.WorkspaceID != caller.WorkspaceID {
 		err = domain.ErrNotFound
 	}
@@ -137,7 +137,7 @@ func (s *SDKWorkflows) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, err := s.Cmds.CancelRun(r.Context(), st.ID, reason)
+	after, err := s.Cmds.Workflows.CancelRun(r.Context(), st.ID, reason)
 	if errors.Is(err, domain.ErrConflict) {
 		WriteError(w, http.StatusConflict, fmt.Sprintf("run %s has already finished (%s); only a running run can be cancelled", st.ID, st.Status))
 		return
@@ -237,7 +237,7 @@ func (s *SDKWorkflows) updateComponent(w http.ResponseWriter, r *http.Request) {
 	if string(body.Config) == "null" {
 		body.Config = nil
 	}
-	st, err := s.Cmds.UpdateComponent(r.Context(), caller.WorkspaceID, vars["workflowId"], vars["componentId"],
+	st, err := s.Cmds.Workflows.UpdateComponent(r.Context(), caller.WorkspaceID, vars["workflowId"], vars["componentId"],
 		workflow.ComponentPatch{Config: body.Config, Name: body.Name, Position: body.Position})
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "workflow "+vars["workflowId"]+" or its component "+vars["componentId"]+" not found")
@@ -292,7 +292,7 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 // each read, and the state at each change of the run's status within it, so no status is
 // skipped however the hub's notices coalesce.
 type runFeed struct {
-	cmds   *commands.Handler
+	cmds   *commands.Commands
 	stream string
 	state  run.State
 	next   uint64
@@ -304,7 +304,7 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
 	from := f.next
 	var err error
-	f.next, err = f.cmds.ReadEvents(ctx, f.stream, from, func(rev uint64, ev domain.Event) error {
+	f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, from, func(rev uint64, ev domain.Event) error {
 		before := f.state.Status
 		f.state.Apply(ev) // the feed owns its state
 		if f.state.Status == before {

@@ -115,7 +115,7 @@ type SDKKey struct {
 	Revoked            bool
 }
 
-// LookupFromStore adapts a fold of the key's stream, such as commands.Handler.APIKey, to a
+// LookupFromStore adapts a fold of the key's stream, such as commands.Workspaces.APIKey, to a
 // KeyLookup: reading the event store rather than a read model means a key works the instant
 // its creation is acknowledged.
 func LookupFromStore(fold func(ctx context.Context, id string) (apikey.State, error)) KeyLookup {

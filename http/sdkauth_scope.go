@@ -54,9 +54,9 @@ func (c Caller) MayReadExecution(o ExecutionOwner) bool {
 
 // ExecutionOwnerFrom reads an execution's owner through the command handler: the execution,
 // then, for a run stage, its run.
-func ExecutionOwnerFrom(cmds *commands.Handler) func(ctx context.Context, executionID string) (ExecutionOwner, error) {
+func ExecutionOwnerFrom(cmds *commands.Commands) func(ctx context.Context, executionID string) (ExecutionOwner, error) {
 	return func(ctx context.Context, id string) (ExecutionOwner, error) {
-		st, err := cmds.Execution(ctx, id)
+		st, err := cmds.Executions.Execution(ctx, id)
 		if err != nil {
 			return ExecutionOwner{}, err
 		}
@@ -64,7 +64,7 @@ func ExecutionOwnerFrom(cmds *commands.Handler) func(ctx context.Context, execut
 		if st.RunID == "" {
 			return o, nil
 		}
-		run, err := cmds.Run(ctx, st.RunID)
+		run, err := cmds.Workflows.Run(ctx, st.RunID)
 		if err != nil {
 			return ExecutionOwner{}, fmt.Errorf("run %s of execution %s: %w", st.RunID, id, err)
 		}

@@ -17,7 +17,7 @@ import (
 // slowWorkflow creates a workflow in ws whose API trigger feeds a 10 s core.delay stage.
 func slowWorkflow(t *testing.T, s *guardStack, ws, name string) string {
 	t.Helper()
-	st, err := s.core.env.Cmds.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws,
+	st, err := s.core.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws,
 		Definition: workflow.Definition{Name: name,
 			Components: []workflow.Component{{ID: "start", Module: workflow.ModuleTrigger},
 				{ID: "work", Module: "core.delay", Config: json.RawMessage(`{"ms":10000}`)}},

@@ -550,14 +550,14 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 	clock := newSDKClock()
 	cmds := commands.New(store, commands.WithClock(clock.Now))
 	email := "sdk-" + uuid.NewString()[:8] + "@example.com"
-	if _, err := cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+	if _, err := cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := cmds.CreateWorkspace(ctx, "SDK", email)
+	ws, err := cmds.Workspaces.CreateWorkspace(ctx, "SDK", email)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{"wf-9"}})
+	m, err := cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{"wf-9"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two servers stand for two serve processes on one database.
-	opts := httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(cmds.APIKey)}
+	opts := httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(cmds.Workspaces.APIKey)}
 	opts.Replay = replay.New(pool, replay.Config{Now: clock.Now})
 	a := newSDKFixture(t, clock, opts)
 	opts.Replay = replay.New(pool, replay.Config{Now: clock.Now})
@@ -583,7 +583,7 @@ func TestSDKAuthWithEventStoreKeys(t *testing.T) {
 	wantError(t, b.do(replayed), http.StatusUnauthorized, httpapi.MsgInvalidSignature)
 	b.notHandled()
 
-	if err := cmds.RevokeAPIKey(ctx, m.ID); err != nil {
+	if err := cmds.Workspaces.RevokeAPIKey(ctx, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(httpapi.MaxSDKCacheTTL)

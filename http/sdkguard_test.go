@@ -27,7 +27,7 @@ type guardStack struct {
 func newGuardStack(t *testing.T, opts httpapi.SDKAuthConfig) *guardStack {
 	t.Helper()
 	core := newTestCore(t, true)
-	opts.Lookup = httpapi.LookupFromStore(core.env.Cmds.APIKey)
+	opts.Lookup = httpapi.LookupFromStore(core.env.Cmds.Workspaces.APIKey)
 	opts.Logger = core.log
 	if opts.RatePerSecond == 0 {
 		opts.RatePerSecond, opts.Burst = 10000, 10000
@@ -48,7 +48,7 @@ func newGuardStack(t *testing.T, opts httpapi.SDKAuthConfig) *guardStack {
 // key mints an API key in ws, scoped to allowed when any are given.
 func (s *guardStack) key(t *testing.T, ws string, allowed ...string) commands.APIKeyMinted {
 	t.Helper()
-	k, err := s.core.env.Cmds.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: ws, Label: "t",
+	k, err := s.core.env.Cmds.Workspaces.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: ws, Label: "t",
 		AllowedWorkflowIDs: allowed})
 	if err != nil {
 		t.Fatal(err)

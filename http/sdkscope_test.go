@@ -18,14 +18,14 @@ func (s *guardStack) stageExecution(t *testing.T, runID string) string {
 	t.Helper()
 	var id string
 	testenv.Eventually(t, 30*time.Second, "a stage execution of run "+runID, func() bool {
-		st, err := s.core.env.Cmds.Run(context.Background(), runID)
+		st, err := s.core.env.Cmds.Workflows.Run(context.Background(), runID)
 		if err != nil {
 			return false
 		}
 		for _, stage := range st.Stages {
 			if stage.ExecutionID != "" {
 				id = stage.ExecutionID
-				_, err := s.core.env.Cmds.Execution(context.Background(), id)
+				_, err := s.core.env.Cmds.Executions.Execution(context.Background(), id)
 				return err == nil
 			}
 		}

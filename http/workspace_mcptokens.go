@@ -39,7 +39,7 @@ func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws str
 		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label and expiresAt: "+err.Error())
 		return
 	}
-	m, err := s.Cmds.MintMCPToken(withActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})
+	m, err := s.Cmds.Workspaces.MintMCPToken(withActor(r), commands.MintMCPToken{WorkspaceID: ws, Label: body.Label, ExpiresAt: body.ExpiresAt})
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -57,7 +57,7 @@ func (s *Workspaces) listMCPTokens(w http.ResponseWriter, r *http.Request, ws st
 
 func (s *Workspaces) revokeMCPToken(w http.ResponseWriter, r *http.Request, ws string) {
 	id := mux.Vars(r)["tokenId"]
-	err := s.Cmds.RevokeMCPToken(withActor(r), ws, id, "")
+	err := s.Cmds.Workspaces.RevokeMCPToken(withActor(r), ws, id, "")
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "MCP token "+id+" not found")
 		return

@@ -93,7 +93,7 @@ func (s *Workspaces) createWorkflow(w http.ResponseWriter, r *http.Request, ws s
 	if !ok {
 		return
 	}
-	st, err := s.Cmds.CreateWorkflow(withActor(r), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	st, err := s.Cmds.Workflows.CreateWorkflow(withActor(r), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -103,7 +103,7 @@ func (s *Workspaces) createWorkflow(w http.ResponseWriter, r *http.Request, ws s
 }
 
 func (s *Workspaces) getWorkflow(w http.ResponseWriter, r *http.Request, ws string) {
-	st, err := s.Cmds.Workflow(r.Context(), ws, mux.Vars(r)["workflowId"])
+	st, err := s.Cmds.Workflows.Workflow(r.Context(), ws, mux.Vars(r)["workflowId"])
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -116,7 +116,7 @@ func (s *Workspaces) updateWorkflow(w http.ResponseWriter, r *http.Request, ws s
 	if !ok {
 		return
 	}
-	st, err := s.Cmds.UpdateWorkflow(withActor(r), ws, mux.Vars(r)["workflowId"], d)
+	st, err := s.Cmds.Workflows.UpdateWorkflow(withActor(r), ws, mux.Vars(r)["workflowId"], d)
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -125,7 +125,7 @@ func (s *Workspaces) updateWorkflow(w http.ResponseWriter, r *http.Request, ws s
 }
 
 func (s *Workspaces) deleteWorkflow(w http.ResponseWriter, r *http.Request, ws string) {
-	if err := s.Cmds.DeleteWorkflow(withActor(r), ws, mux.Vars(r)["workflowId"]); err != nil {
+	if err := s.Cmds.Workflows.DeleteWorkflow(withActor(r), ws, mux.Vars(r)["workflowId"]); err != nil {
 		WriteDomainError(w, r, err)
 		return
 	}

@@ -19,7 +19,7 @@ import (
 // Workspaces serves the workspace endpoints of SPEC.md 4.9, called with an app's access token
 // (bound to one workspace, with scopes) or a member's session JWT (with the member's role).
 type Workspaces struct {
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	Auth    BearerVerifier
 }
@@ -42,7 +42,7 @@ func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Reques
 	return BearerAuth(s.Auth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws := mux.Vars(r)["workspaceId"]
 		p, _ := PrincipalFrom(r.Context())
-		if _, err := s.Cmds.Access(r.Context(), ws, p.Caller(), scope); err != nil {
+		if _, err := s.Cmds.Workspaces.Access(r.Context(), ws, p.Caller(), scope); err != nil {
 			var se *access.ScopeError
 			if errors.As(err, &se) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard", error="insufficient_scope", scope="`+se.Scope+`"`)
@@ -56,7 +56,7 @@ func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Reques
 
 func (s *Workspaces) billing(w http.ResponseWriter, r *http.Request, ws string) {
 	// Folded from the billing stream: a top-up is visible as soon as it is acknowledged.
-	b, err := s.Cmds.Balance(r.Context(), ws)
+	b, err := s.Cmds.Billing.Balance(r.Context(), ws)
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -92,7 +92,7 @@ func (s *Workspaces) createAPIKey(w http.ResponseWriter, r *http.Request, ws str
 		WriteError(w, http.StatusBadRequest, "body must be a JSON object with label, allowedWorkflowIds and expiresAt: "+err.Error())
 		return
 	}
-	m, err := s.Cmds.CreateAPIKey(withActor(r), commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,
+	m, err := s.Cmds.Workspaces.CreateAPIKey(withActor(r), commands.CreateAPIKey{WorkspaceID: ws, Label: body.Label,
 		AllowedWorkflowIDs: body.AllowedWorkflowIDs, ExpiresAt: body.ExpiresAt})
 	if err != nil {
 		WriteDomainError(w, r, err)

@@ -241,7 +241,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 		return "", 0, errBadCredentials
 	}
 	settle(attemptSucceeded)
-	s, err := p.cmds.StartSession(ctx, u.ID, p.opts.SessionTTL)
+	s, err := p.cmds.Identity.StartSession(ctx, u.ID, p.opts.SessionTTL)
 	if err != nil {
 		return "", 0, err
 	}
@@ -252,7 +252,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 
 // checkPassword reports whether pw is account's password.
 func (p *Provider) checkPassword(ctx context.Context, account, pw string) (user.State, bool, error) {
-	u, err := p.cmds.UserByEmail(ctx, account)
+	u, err := p.cmds.Identity.UserByEmail(ctx, account)
 	hash := u.PasswordHash
 	if err != nil {
 		if !errors.Is(err, domain.ErrNotFound) {
@@ -394,7 +394,7 @@ func (p *Provider) logoutSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pr, ok := p.session(r); ok {
-		if err := p.cmds.EndSession(r.Context(), pr.SessionID); err != nil {
+		if err := p.cmds.Identity.EndSession(r.Context(), pr.SessionID); err != nil {
 			p.log.WithError(err).Error("sign out")
 		}
 	}

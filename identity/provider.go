@@ -43,7 +43,7 @@ type Config struct {
 	// Issuer is the base URL, byte-exact in every token and document; required.
 	Issuer string
 	// Cmds, Queries and Sealer (which seals the signing keys) are required.
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	Sealer  *seal.Sealer
 	// Logger receives internal failures; default logrus.StandardLogger().
@@ -114,7 +114,7 @@ func (c Config) Validate() error {
 type Provider struct {
 	opts     Config
 	issuer   string
-	cmds     *commands.Handler
+	cmds     *commands.Commands
 	queries  *projections.Queries
 	log      logrus.FieldLogger
 	now      func() time.Time

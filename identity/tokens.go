@@ -101,7 +101,7 @@ func (p *Provider) authenticateClient(r *http.Request) (app.State, error) {
 	if id == "" {
 		return app.State{}, errInvalidClient
 	}
-	a, err := p.cmds.App(r.Context(), id)
+	a, err := p.cmds.Apps.App(r.Context(), id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return app.State{}, errInvalidClient
 	}
@@ -168,7 +168,7 @@ func (p *Provider) exchangeCode(ctx context.Context, client app.State, form url.
 	if code == "" || verifier == "" || redirect == "" {
 		return TokenResponse{}, oauthErr(http.StatusBadRequest, "invalid_request", "code, code_verifier and redirect_uri are required")
 	}
-	az, refresh, err := p.cmds.RedeemCode(ctx, commands.RedeemCode{Code: code, ClientID: client.ClientID, RedirectURI: redirect,
+	az, refresh, err := p.cmds.Apps.RedeemCode(ctx, commands.RedeemCode{Code: code, ClientID: client.ClientID, RedirectURI: redirect,
 		Verifier: verifier, RefreshTTL: p.opts.RefreshTTL})
 	if err != nil {
 		return TokenResponse{}, grantError(err)
@@ -188,7 +188,7 @@ func (p *Provider) exchangeRefresh(ctx context.Context, client app.State, form u
 			return TokenResponse{}, err
 		}
 	}
-	az, next, err := p.cmds.RefreshAuthorization(ctx, client.ClientID, token, p.opts.RefreshTTL)
+	az, next, err := p.cmds.Apps.RefreshAuthorization(ctx, client.ClientID, token, p.opts.RefreshTTL)
 	if err != nil {
 		return TokenResponse{}, grantError(err)
 	}
@@ -210,7 +210,7 @@ func (p *Provider) checkRefreshScope(ctx context.Context, clientID, token string
 	if !ok {
 		return nil
 	}
-	az, err := p.cmds.Authorization(ctx, id)
+	az, err := p.cmds.Apps.Authorization(ctx, id)
 	if err != nil || az.ClientID != clientID {
 		return nil
 	}
@@ -252,7 +252,7 @@ func (p *Provider) issue(ctx context.Context, az grant.State, refresh string, wi
 			c.Nonce = az.Nonce
 		}
 		if az.HasScope(ScopeEmail) || az.HasScope(ScopeProfile) {
-			u, err := p.cmds.User(ctx, az.UserID)
+			u, err := p.cmds.Identity.User(ctx, az.UserID)
 			if err != nil {
 				return TokenResponse{}, err
 			}
@@ -337,7 +337,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		if c.SessionID == "" {
 			return Principal{}, fmt.Errorf("%w: no session", ErrInvalidToken)
 		}
-		s, err := p.cmds.Session(ctx, c.SessionID)
+		s, err := p.cmds.Identity.Session(ctx, c.SessionID)
 		if err != nil || !s.Active(p.now()) || s.UserID != c.Subject {
 			return Principal{}, fmt.Errorf("%w: session ended", ErrInvalidToken)
 		}
@@ -347,7 +347,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		return Principal{}, fmt.Errorf("%w: not an access token", ErrInvalidToken)
 	}
 	azID, _, _ := strings.Cut(c.ID, ".")
-	az, err := p.cmds.Authorization(ctx, azID)
+	az, err := p.cmds.Apps.Authorization(ctx, azID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return Principal{}, fmt.Errorf("%w: unknown authorization", ErrInvalidToken)
 	}
@@ -357,7 +357,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 	if az.Revoked || az.ClientID != c.ClientID || az.WorkspaceID != c.WorkspaceID || az.UserID != c.Subject {
 		return Principal{}, fmt.Errorf("%w: authorization revoked", ErrInvalidToken)
 	}
-	a, err := p.cmds.App(ctx, c.ClientID)
+	a, err := p.cmds.Apps.App(ctx, c.ClientID)
 	if err != nil || !a.Live() {
 		return Principal{}, fmt.Errorf("%w: app is not live", ErrInvalidToken)
 	}
@@ -396,7 +396,7 @@ func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
 		return
 	}
-	u, err := p.cmds.User(r.Context(), pr.UserID)
+	u, err := p.cmds.Identity.User(r.Context(), pr.UserID)
 	if err != nil {
 		p.writeOAuthError(w, r, err)
 		return
@@ -431,7 +431,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if azID, ok := p.authorizationOf(r.Context(), token, client.ClientID); ok {
-		if err := p.cmds.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
+		if err := p.cmds.Apps.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
 			p.writeOAuthError(w, r, err)
 			return
 		}
@@ -444,7 +444,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 // token signed by the ring, expired or not) belongs to.
 func (p *Provider) authorizationOf(ctx context.Context, token, clientID string) (string, bool) {
 	if id, ok := commands.AuthorizationOfToken(token); ok {
-		az, err := p.cmds.Authorization(ctx, id)
+		az, err := p.cmds.Apps.Authorization(ctx, id)
 		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(grant.HashToken(token)) {
 			return "", false
 		}
@@ -482,7 +482,7 @@ func (p *Provider) introspect(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) introspection(ctx context.Context, clientID, token string) map[string]any {
 	inactive := map[string]any{"active": false}
 	if id, ok := commands.AuthorizationOfToken(token); ok {
-		az, err := p.cmds.Authorization(ctx, id)
+		az, err := p.cmds.Apps.Authorization(ctx, id)
 		h := grant.HashToken(token)
 		if err != nil || az.ClientID != clientID || az.Revoked || az.RefreshHash == "" ||
 			subtle.ConstantTimeCompare([]byte(az.RefreshHash), []byte(h)) != 1 || !p.now().Before(az.RefreshExpiresAt) {

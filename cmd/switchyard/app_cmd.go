@@ -29,27 +29,27 @@ func newAppCreateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-				u, err := a.cmds.UserByEmail(ctx, owner)
+				u, err := a.cmds.Identity.UserByEmail(ctx, owner)
 				if err != nil {
 					return fmt.Errorf("--owner: %w", err)
 				}
-				id, err := a.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
+				id, err := a.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
 					Metadata: oauthapp.Metadata{Name: name, Description: description, LogoURL: logo, RedirectURIs: redirects, Scopes: scopes}})
 				if err != nil {
 					return err
 				}
 				secret := ""
 				if !public {
-					if secret, err = a.cmds.IssueAppSecret(ctx, id); err != nil {
+					if secret, err = a.cmds.Apps.IssueAppSecret(ctx, id); err != nil {
 						return err
 					}
 				}
 				status := oauthapp.StatusDraft
 				if approve {
-					if err := a.cmds.SubmitApp(ctx, id); err != nil {
+					if err := a.cmds.Apps.SubmitApp(ctx, id); err != nil {
 						return err
 					}
-					if err := a.cmds.ApproveApp(ctx, id, cliReviewer); err != nil {
+					if err := a.cmds.Apps.ApproveApp(ctx, id, cliReviewer); err != nil {
 						return err
 					}
 					status = oauthapp.StatusApproved
@@ -91,14 +91,14 @@ func newAppReviewCmd(action string) *cobra.Command {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
 				var err error
 				if action == "approve" {
-					err = a.cmds.ApproveApp(ctx, clientID, cliReviewer)
+					err = a.cmds.Apps.ApproveApp(ctx, clientID, cliReviewer)
 				} else {
-					err = a.cmds.RevertApp(ctx, clientID, cliReviewer, reason)
+					err = a.cmds.Apps.RevertApp(ctx, clientID, cliReviewer, reason)
 				}
 				if err != nil {
 					return err
 				}
-				s, err := a.cmds.App(ctx, clientID)
+				s, err := a.cmds.Apps.App(ctx, clientID)
 				if err != nil {
 					return err
 				}

@@ -28,7 +28,7 @@ func newBillingAuditCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
 				ws := args[0]
-				if _, err := a.cmds.Workspace(cmd.Context(), ws); err != nil {
+				if _, err := a.cmds.Workspaces.Workspace(cmd.Context(), ws); err != nil {
 					return err
 				}
 				rep, err := projections.AuditBilling(cmd.Context(), a.store, a.queries, ws, func(last eventstore.Position) {

@@ -25,7 +25,7 @@ type Env struct {
 	Pool    *pgxpool.Pool
 	DSN     string
 	Store   eventstore.Store
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	Engine  *projections.Engine
 }
@@ -91,15 +91,15 @@ func (e *Env) Workspace(t testing.TB, credits int64) string {
 	t.Helper()
 	ctx := context.Background()
 	email := fmt.Sprintf("owner-%s@example.com", uuid.NewString()[:8])
-	if _, err := e.Cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+	if _, err := e.Cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := e.Cmds.CreateWorkspace(ctx, "ws-"+uuid.NewString()[:8], email)
+	ws, err := e.Cmds.Workspaces.CreateWorkspace(ctx, "ws-"+uuid.NewString()[:8], email)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if credits > 0 {
-		if _, err := e.Cmds.TopUp(ctx, ws, billing.FromWhole(credits), ""); err != nil {
+		if _, err := e.Cmds.Billing.TopUp(ctx, ws, billing.FromWhole(credits), ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,7 +46,7 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	case !charged:
 		return e.fail(ctx, st, insufficientCredits(usage), false)
 	}
-	return e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+	return e.cmds.Attempts.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
 }
 
 // settle bills the execution's usage and, in the same commit, records the outcome decide
@@ -80,7 +80,7 @@ func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Fail
 	if err != nil {
 		return st, fmt.Errorf("encode failure: %w", err)
 	}
-	return e.cmds.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
+	return e.cmds.Attempts.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
 }
 
 // follow completes a cached repeat with its first call's output, for free, once that call
@@ -91,7 +91,7 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 	var leader execution.State
 	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
 		var err error
-		leader, err = e.cmds.Execution(ctx, st.CachedFrom)
+		leader, err = e.cmds.Executions.Execution(ctx, st.CachedFrom)
 		if errors.Is(err, domain.ErrNotFound) {
 			return true, nil
 		}
@@ -103,7 +103,7 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 	if leader.Status != execution.StatusCompleted {
 		return st, false
 	}
-	done, err := e.cmds.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0)
+	done, err := e.cmds.Attempts.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0)
 	if err != nil {
 		if !errors.Is(err, execution.ErrLeaseLost) {
 			e.log.WithField("executionId", st.ID).WithError(err).Error("cannot record cached output")
@@ -120,7 +120,7 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	id, st := w.id, w.state
 	if !st.Exists {
 		var err error
-		if st, err = e.cmds.Execution(ctx, id); err != nil {
+		if st, err = e.cmds.Executions.Execution(ctx, id); err != nil {
 			return st, err
 		}
 	}
@@ -146,7 +146,7 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 		finish = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
 	}
 	e.metrics.claims.Inc()
-	return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+	return e.cmds.Attempts.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
 }
 
 // completion charges the unclaimed call (once per execution) with its claim and completion
@@ -158,7 +158,7 @@ func (e *Executor) completion(ctx context.Context, st execution.State, out json.
 	complete := func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
 	}
-	charged, after, err := e.settle(ctx, st, usage, e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete))
+	charged, after, err := e.settle(ctx, st, usage, e.cmds.Attempts.ClaimThen(e.opts.Worker, e.lease(st), complete))
 	switch {
 	case err != nil:
 		return nil, st, err

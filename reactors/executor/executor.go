@@ -64,7 +64,7 @@ type Config struct {
 
 // Executor claims and runs executions.
 type Executor struct {
-	cmds     *commands.Handler
+	cmds     *commands.Commands
 	store    eventstore.Store
 	queries  *projections.Queries
 	registry *modules.Registry
@@ -129,7 +129,7 @@ func (c *Config) durations() []configcheck.Duration {
 
 // New returns an executor; Run starts it. It calls cfg.setDefaults, which repairs what
 // Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
+func New(cmds *commands.Commands, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
 	cfg.setDefaults()
 	share := (cfg.Concurrency*cfg.WorkspaceShare + 99) / 100
 	return &Executor{cmds: cmds, store: cmds.Store(), queries: queries, registry: registry, hub: hub, opts: cfg,
@@ -173,9 +173,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.ctx, e.runCtx = ctx, runCtx
 	e.mu.Unlock()
-	e.cmds.SetRunner(e)
+	e.cmds.Executions.SetRunner(e)
 	e.taking.Store(true)
-	defer e.cmds.SetRunner(nil)
+	defer e.cmds.Executions.SetRunner(nil)
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
 	e.sweep(ctx, runCtx)
@@ -190,7 +190,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.sweep(ctx, runCtx)
 		}
 	}
-	e.cmds.SetRunner(nil)
+	e.cmds.Executions.SetRunner(nil)
 	e.taking.Store(false)
 	return e.drain(cancelRuns)
 }
@@ -235,7 +235,7 @@ func (e *Executor) sweep(ctx, runCtx context.Context) {
 		if e.running(id) {
 			continue
 		}
-		st, err := e.cmds.Execution(ctx, id)
+		st, err := e.cmds.Executions.Execution(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.WithError(err).WithField("executionId", id).Warn("sweep cannot read an execution")
@@ -342,7 +342,7 @@ func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State 
 
 func (e *Executor) claim(ctx context.Context, id string) (execution.State, error) {
 	e.metrics.claims.Inc()
-	return e.cmds.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
+	return e.cmds.Attempts.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
 }
 
 // lease covers the module's deadline; a cached repeat may wait for its first call's attempts.

@@ -48,7 +48,7 @@ type Config struct {
 
 // Scheduler advances runs.
 type Scheduler struct {
-	cmds    *commands.Handler
+	cmds    *commands.Commands
 	queries *projections.Queries
 	opts    Config
 	log     logrus.FieldLogger
@@ -96,7 +96,7 @@ func (c Config) Validate() error {
 
 // New returns a scheduler; Run starts it. It calls cfg.setDefaults, which repairs what
 // Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, cfg Config) *Scheduler {
+func New(cmds *commands.Commands, queries *projections.Queries, cfg Config) *Scheduler {
 	cfg.setDefaults()
 	return &Scheduler{cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{}}
@@ -224,7 +224,7 @@ func (s *Scheduler) work(ctx context.Context, runID string) {
 // executions themselves.
 func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 	log := s.log.WithField("runId", runID)
-	st, dispatched, err := s.cmds.StepRun(ctx, runID, facts)
+	st, dispatched, err := s.cmds.Workflows.StepRun(ctx, runID, facts)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.WithError(err).Warn("cannot step run; the sweep will retry")
@@ -241,7 +241,7 @@ const submitParallel = 16
 
 func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stage) error {
 	if len(stages) == 1 {
-		return s.cmds.SubmitStage(ctx, st, stages[0])
+		return s.cmds.Workflows.SubmitStage(ctx, st, stages[0])
 	}
 	var (
 		wg    sync.WaitGroup
@@ -255,7 +255,7 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := s.cmds.SubmitStage(ctx, st, stage); err != nil {
+			if err := s.cmds.Workflows.SubmitStage(ctx, st, stage); err != nil {
 				mu.Lock()
 				first = errors.Join(first, err)
 				mu.Unlock()
@@ -286,7 +286,7 @@ func (s *Scheduler) sweep(ctx context.Context, before time.Time) {
 // scheduler stopped between dispatching and submitting), and steps the run with what they
 // show.
 func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
-	st, err := s.cmds.Run(ctx, runID)
+	st, err := s.cmds.Workflows.Run(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -295,9 +295,9 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 		if stage.Status.Terminal() || stage.ExecutionID == "" {
 			continue
 		}
-		ex, err := s.cmds.Execution(ctx, stage.ExecutionID)
+		ex, err := s.cmds.Executions.Execution(ctx, stage.ExecutionID)
 		if errors.Is(err, domain.ErrNotFound) {
-			if err := s.cmds.SubmitStage(ctx, &st, stage); err != nil {
+			if err := s.cmds.Workflows.SubmitStage(ctx, &st, stage); err != nil {
 				return err
 			}
 			continue

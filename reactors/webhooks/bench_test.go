@@ -41,7 +41,7 @@ func BenchmarkDeliveries(b *testing.B) {
 		cmds := commands.New(f.env.Store)
 		for _, id := range ids {
 			testenv.Eventually(b, 5*time.Minute, "delivery", func() bool {
-				st, err := cmds.Execution(context.Background(), id)
+				st, err := cmds.Executions.Execution(context.Background(), id)
 				return err == nil && !st.Delivery.DeliveredAt.IsZero()
 			})
 		}

@@ -110,7 +110,7 @@ type Config struct {
 
 // Dispatcher delivers terminal webhooks.
 type Dispatcher struct {
-	cmds    *commands.Handler
+	cmds    *commands.Commands
 	store   eventstore.Store
 	queries *projections.Queries
 	sealer  *seal.Sealer
@@ -169,7 +169,7 @@ func (c *Config) durations() []configcheck.Duration {
 
 // New returns a dispatcher; Run starts it. It calls opts.setDefaults, which repairs what
 // Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
+func New(cmds *commands.Commands, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
 	opts.setDefaults()
 	client := opts.Client
 	if client == nil {
@@ -239,7 +239,7 @@ func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
 	if noCallback(ev) {
 		return false
 	}
-	st, ok := d.cmds.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
+	st, ok := d.cmds.Executions.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
 	return !ok || st.Delivery.Pending
 }
 
@@ -319,7 +319,7 @@ func (d *Dispatcher) schedule(ctx context.Context, id string, at time.Time) {
 // process claims id's due attempt, sends it and records the outcome.
 func (d *Dispatcher) process(ctx context.Context, id string) {
 	log := d.log.WithField("executionId", id)
-	st, err := d.cmds.Execution(ctx, id)
+	st, err := d.cmds.Executions.Execution(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, domain.ErrNotFound) {
 			log.WithError(err).Warn("cannot load execution for delivery; a sweep will retry")
@@ -332,7 +332,7 @@ func (d *Dispatcher) process(ctx context.Context, id string) {
 		}
 		return
 	}
-	st, err = d.cmds.StartWebhookAttempt(ctx, id, d.opts.Worker, d.opts.Timeout+d.opts.LeaseMargin)
+	st, err = d.cmds.Webhooks.StartWebhookAttempt(ctx, id, d.opts.Worker, d.opts.Timeout+d.opts.LeaseMargin)
 	if errors.Is(err, execution.ErrNoDeliveryDue) {
 		return // another instance claimed it
 	}
@@ -346,7 +346,7 @@ func (d *Dispatcher) process(ctx context.Context, id string) {
 	// The request and its record outlive shutdown: a send cut short would only be repeated.
 	work := context.WithoutCancel(ctx)
 	outcome := d.send(work, st, attempt)
-	after, err := d.cmds.RecordWebhookOutcome(work, id, d.opts.Worker, attempt, outcome)
+	after, err := d.cmds.Webhooks.RecordWebhookOutcome(work, id, d.opts.Worker, attempt, outcome)
 	switch {
 	case errors.Is(err, execution.ErrDeliveryLost):
 		log.WithField("attempt", attempt).Info("webhook attempt taken over before its outcome was recorded")
