@@ -13,12 +13,13 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/apikeys"
 	"github.com/switchyard/switchyard/internal/testdb"
 )
 
-func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Commands {
+func newAPIKeyTestHandler(t *testing.T, now func() time.Time) (*commands.Commands, eventstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
@@ -30,7 +31,7 @@ func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Commands
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return commands.New(store, commands.WithClock(now))
+	return commands.New(store, commands.WithClock(now)), store
 }
 
 func newAPIKeyTestWorkspace(t *testing.T, h *commands.Commands) string {
@@ -49,7 +50,7 @@ func newAPIKeyTestWorkspace(t *testing.T, h *commands.Commands) string {
 
 func TestCreateAndRevokeAPIKey(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, store := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
@@ -94,7 +95,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		t.Fatal("stored public key does not match the returned secret")
 	}
 	// The secret is in no event: nothing in the stream contains it.
-	evs, err := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10)
+	evs, err := store.ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +114,14 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 	if s, _ := h.Workspaces.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
 		t.Fatalf("after revoke %+v", s)
 	}
-	if evs, _ := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
+	if evs, _ := store.ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
 		t.Fatalf("%d events after two revocations, want 2", len(evs))
 	}
 }
 
 func TestAPIKeyErrors(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, _ := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 

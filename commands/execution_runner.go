@@ -8,11 +8,14 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 )
 
-// Runner runs executions in this process. The executor registers itself (SetRunner), and a
-// submit is then handed to it at once instead of coming back to it through the log: the
-// submit records the runner's worker name, so other instances leave the execution alone
-// (docs/executions.md, "Claims").
+// Runner runs executions in this process: the executor, given to the submits' handler when
+// the process is wired (WithRunner). A submit is then handed to it at once instead of coming
+// back to it through the log: the submit records the runner's worker name, so other instances
+// leave the execution alone (docs/executions.md, "Claims").
 type Runner interface {
+	// Running reports whether the runner takes executions now; while it does not (before it
+	// starts, once it stops), submits go through the log for any instance to claim.
+	Running() bool
 	// Worker is the name the runner claims executions under.
 	Worker() string
 	// Take queues st to run here. The channel receives the state the runner last recorded
@@ -31,20 +34,19 @@ type Runner interface {
 	TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
 }
 
-type runnerBox struct{ r Runner }
-
-// SetRunner registers the process's runner (nil unregisters it).
-func (h *Executions) SetRunner(r Runner) {
-	if r == nil {
-		h.runner.Store(nil)
-		return
-	}
-	h.runner.Store(&runnerBox{r})
+// WithRunner returns c whose submits hand their executions to r, this process's runner. The
+// runner is built on c's Attempts and Charges (which share the state cache with its
+// Executions), so it is given here, once both exist, rather than to New.
+func WithRunner(c *Commands, r Runner) *Commands {
+	wired := *c
+	wired.Executions = &Executions{core: c.core, executionStreams: c.Executions.executionStreams,
+		balanceCheck: c.Executions.balanceCheck, runner: r}
+	return &wired
 }
 
 func (h *Executions) localRunner() Runner {
-	if b := h.runner.Load(); b != nil {
-		return b.r
+	if h.runner != nil && h.runner.Running() {
+		return h.runner
 	}
 	return nil
 }

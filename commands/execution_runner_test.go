@@ -23,6 +23,8 @@ type lateRunner struct {
 	store eventstore.Store
 }
 
+func (r lateRunner) Running() bool { return true }
+
 func (r lateRunner) Worker() string { return "late" }
 
 func (r lateRunner) Take(st execution.State) <-chan execution.State { return nil }
@@ -57,8 +59,7 @@ func (r lateRunner) TryRunFirst(ctx context.Context, st execution.State, create 
 func TestCallWithoutWaitRecordedLateAnswersSubmitted(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
-	h := commands.New(env.Store)
-	h.Executions.SetRunner(lateRunner{t: t, store: env.Store})
+	h := commands.WithRunner(commands.New(env.Store), lateRunner{t: t, store: env.Store})
 	st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 	if err != nil {

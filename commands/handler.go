@@ -106,12 +106,6 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 	}
 }
 
-// Store is the event store the handlers write to.
-func (c *Commands) Store() eventstore.Store { return c.core.store }
-
-// Now is the handlers' clock.
-func (c *Commands) Now() time.Time { return c.core.now() }
-
 // Result tells where a command's events landed.
 type Result struct {
 	Stream   string

@@ -14,7 +14,7 @@ import (
 
 func TestMintFoldAndRevokeMCPToken(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, store := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 	other := newAPIKeyTestWorkspace(t, h)
@@ -31,7 +31,7 @@ func TestMintFoldAndRevokeMCPToken(t *testing.T) {
 	}
 
 	// The stream holds the hash, never the token.
-	evs, err := h.Store().ReadStream(ctx, commands.MCPTokenStream(m.ID), 0, 10)
+	evs, err := store.ReadStream(ctx, commands.MCPTokenStream(m.ID), 0, 10)
 	if err != nil || len(evs) != 1 || evs[0].Type != "MCPTokenMinted" {
 		t.Fatalf("stream %+v, %v", evs, err)
 	}
@@ -62,7 +62,7 @@ func TestMintFoldAndRevokeMCPToken(t *testing.T) {
 	if err != nil || st.Usable(now) || !st.Revoked || st.RevokedAt == nil {
 		t.Fatalf("after revoke %+v, %v", st, err)
 	}
-	if evs, _ := h.Store().ReadStream(ctx, commands.MCPTokenStream(m.ID), 0, 10); len(evs) != 2 {
+	if evs, _ := store.ReadStream(ctx, commands.MCPTokenStream(m.ID), 0, 10); len(evs) != 2 {
 		t.Fatalf("%d events after two revocations, want 2", len(evs))
 	}
 

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/singleflight"
 )
@@ -17,8 +16,8 @@ type Executions struct {
 	*core
 	*executionStreams
 	*balanceCheck
-	// runner is this process's executor, when it runs one (SetRunner).
-	runner atomic.Pointer[runnerBox]
+	// runner is this process's executor, when it runs one (WithRunner).
+	runner Runner
 }
 
 // Attempts claims the attempts of executions and records what they came to: the executor's

@@ -33,11 +33,16 @@ type Config struct {
 	Identity *identity.Provider
 	// Logger receives failures the pages answer "Something went wrong" to.
 	Logger logrus.FieldLogger
+	// Now is the clock the pages show times against; default time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -219,4 +224,4 @@ func (c *Console) requireManage(q *request) bool {
 }
 
 // now is the console's clock.
-func (c *Console) now() time.Time { return c.cmds.Now() }
+func (c *Console) now() time.Time { return c.cfg.Now() }

@@ -81,11 +81,13 @@ func newStack(t *testing.T) *stack {
 	s := &stack{env: env, sealer: sealer}
 	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(s.hook.Close)
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
+	testenv.Go(t, scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
-	testenv.Go(t, executor.New(env.Cmds, env.Queries, reg, hub, executor.Config{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log}).Run)
-	testenv.Go(t, webhooks.New(env.Cmds, env.Queries, sealer, webhooks.Config{AllowPrivate: true, RootCAs: rootsOf(s.hook),
+	ex := executor.New(env.Store, env.Cmds, env.Queries, reg, hub, executor.Config{SweepInterval: 100 * time.Millisecond,
+		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
+	env.Cmds = commands.WithRunner(env.Cmds, ex)
+	testenv.Go(t, ex.Run)
+	testenv.Go(t, webhooks.New(env.Store, env.Cmds, env.Queries, sealer, webhooks.Config{AllowPrivate: true, RootCAs: rootsOf(s.hook),
 		SweepInterval: 50 * time.Millisecond, SweepGrace: 50 * time.Millisecond, Logger: log}).Run)
 
 	var handler http.Handler

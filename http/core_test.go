@@ -47,7 +47,7 @@ func newTestCore(t *testing.T, withExecutor bool) testCore {
 		t.Fatal(err)
 	}
 	env.Cmds = commands.New(env.Store, commands.WithModules(c.reg), commands.WithSealer(sealer))
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
+	testenv.Go(t, scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
 	if withExecutor {
 		c.startExecutor(t)
@@ -55,9 +55,11 @@ func newTestCore(t *testing.T, withExecutor bool) testCore {
 	return c
 }
 
-// startExecutor runs an executor on the core's database until the test ends.
+// startExecutor runs an executor on the core's database until the test ends; the submits of
+// c.env.Cmds from now on are handed to it.
 func (c testCore) startExecutor(t *testing.T) {
-	ex := executor.New(c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Config{SweepInterval: 100 * time.Millisecond,
+	ex := executor.New(c.env.Store, c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: c.log})
+	c.env.Cmds = commands.WithRunner(c.env.Cmds, ex)
 	testenv.Go(t, ex.Run)
 }

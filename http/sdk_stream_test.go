@@ -94,8 +94,9 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 		t.Fatal(err)
 	}
 	env.Cmds = commands.New(env.Store, commands.WithModules(reg), commands.WithSealer(sealer))
-	ex := executor.New(env.Cmds, env.Queries, reg, hub, executor.Config{Worker: "t", SweepInterval: 100 * time.Millisecond,
+	ex := executor.New(env.Store, env.Cmds, env.Queries, reg, hub, executor.Config{Worker: "t", SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
+	env.Cmds = commands.WithRunner(env.Cmds, ex)
 	testenv.Go(t, ex.Run)
 	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})

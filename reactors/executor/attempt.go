@@ -35,7 +35,7 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 // records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
 	decide := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, st.Attempt, out, usage, e.cmds.Now())
+		return execution.DecideComplete(s, e.opts.Worker, st.Attempt, out, usage, e.opts.Now())
 	}
 	charged, after, err := e.settle(ctx, st, usage, decide)
 	switch {
@@ -91,7 +91,7 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 	var leader execution.State
 	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
 		var err error
-		leader, err = e.cmds.Executions.Execution(ctx, st.CachedFrom)
+		leader, err = e.cmds.Attempts.Execution(ctx, st.CachedFrom)
 		if errors.Is(err, domain.ErrNotFound) {
 			return true, nil
 		}
@@ -120,11 +120,11 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	id, st := w.id, w.state
 	if !st.Exists {
 		var err error
-		if st, err = e.cmds.Executions.Execution(ctx, id); err != nil {
+		if st, err = e.cmds.Attempts.Execution(ctx, id); err != nil {
 			return st, err
 		}
 	}
-	if st.CachedFrom != "" || !st.Claimable(e.cmds.Now()) {
+	if st.CachedFrom != "" || !st.Claimable(e.opts.Now()) {
 		return e.claim(ctx, id)
 	}
 	attempt := st.NextAttempt()
@@ -156,7 +156,7 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), execution.State, error) {
 	usage := billing.Credits(st.CostMilli)
 	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
+		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.opts.Now())
 	}
 	charged, after, err := e.settle(ctx, st, usage, e.cmds.Attempts.ClaimThen(e.opts.Worker, e.lease(st), complete))
 	switch {
@@ -179,7 +179,7 @@ func (e *Executor) failure(f *modules.Failure, retry bool) func(execution.State)
 		if err != nil {
 			return nil, fmt.Errorf("encode failure: %w", err)
 		}
-		return execution.DecideFail(s, e.opts.Worker, s.Attempt, body, retry, e.backoff(s.Attempt), e.cmds.Now())
+		return execution.DecideFail(s, e.opts.Worker, s.Attempt, body, retry, e.backoff(s.Attempt), e.opts.Now())
 	}
 }
 

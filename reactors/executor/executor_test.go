@@ -89,12 +89,12 @@ func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg
 	}
 	opts.SweepInterval, opts.SweepGrace, opts.RetryBackoff = 100*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond
 	opts.Logger = quietLog()
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), reg, hub, opts)
+	ex := executor.New(store, cmds, projections.NewQueries(env.Pool), reg, hub, opts)
 	stop := testenv.Go(t, ex.Run)
 	testenv.Eventually(t, 30*time.Second, "the executor to take submits", func() bool {
 		return ex.Running()
 	})
-	return cmds, stop
+	return commands.WithRunner(cmds, ex), stop
 }
 
 func submit(t *testing.T, cmds *commands.Commands, ws, module, input string, attempts int) execution.State {
@@ -394,7 +394,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestStopDuringStartUpIsClean(t *testing.T) {
 	env := testenv.New(t)
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
-	ex := executor.New(commands.New(env.Store), projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Logger: quietLog()})
+	ex := executor.New(env.Store, commands.New(env.Store), projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Logger: quietLog()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ex.Run(ctx); err != nil {

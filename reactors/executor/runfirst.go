@@ -123,7 +123,7 @@ func (e *Executor) recordFirst(ctx context.Context, st execution.State, create [
 	// The completion goes into the append that creates the stream: no one else can have
 	// claimed it, so no claim is written (execution.DecideCompleteFirst).
 	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideCompleteFirst(s, e.opts.Worker, out, usage, e.cmds.Now())
+		return execution.DecideCompleteFirst(s, e.opts.Worker, out, usage, e.opts.Now())
 	}
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
 		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},

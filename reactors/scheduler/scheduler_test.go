@@ -39,7 +39,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinsConfig{}), hub,
+	ex := executor.New(env.Store, cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinsConfig{}), hub,
 		executor.Config{Concurrency: 32, SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 			RetryBackoff: 10 * time.Millisecond, Logger: quietLog()})
 	testenv.Go(t, ex.Run)
@@ -48,7 +48,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.
 func startScheduler(t testing.TB, env *testenv.Env) context.CancelFunc {
 	t.Helper()
-	s := scheduler.New(commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
+	s := scheduler.New(env.Store, commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
 		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)

@@ -34,7 +34,7 @@ func BenchmarkDeliveries(b *testing.B) {
 			ids[i] = f.finished(b, rc.srv.URL, "bench-secret", map[string]string{"X-Tenant": "bench"}, 1)
 		}
 		f.env.CaughtUp(b, projections.Webhooks{}.Name())
-		d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: "bench",
+		d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: "bench",
 			RootCAs: rc.roots(), AllowPrivate: true, Logger: quiet(), SweepInterval: 10 * time.Millisecond, SweepGrace: time.Millisecond})
 		start := time.Now()
 		stop := testenv.Go(b, d.Run)

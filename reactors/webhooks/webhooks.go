@@ -106,6 +106,8 @@ type Config struct {
 	Client *http.Client
 	// Logger receives delivery failures; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// Now is the clock of leases, retries and signature timestamps; default time.Now.
+	Now func() time.Time
 }
 
 // Dispatcher delivers terminal webhooks.
@@ -144,6 +146,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
 
 // Validate reports the first field out of range, by name. Zero values are valid: they take
@@ -167,15 +172,15 @@ func (c *Config) durations() []configcheck.Duration {
 		{Name: "SweepGrace", Value: &c.SweepGrace, Default: 2 * time.Second}}
 }
 
-// New returns a dispatcher; Run starts it. It calls opts.setDefaults, which repairs what
-// Validate would refuse, so it needs no error result.
-func New(cmds *commands.Commands, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
+// New returns a dispatcher following store and issuing cmds' Webhooks; Run starts it. It calls
+// opts.setDefaults, which repairs what Validate would refuse, so it needs no error result.
+func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
 	opts.setDefaults()
 	client := opts.Client
 	if client == nil {
 		client = NewClient(opts.AllowPrivate, opts.RootCAs, opts.Timeout)
 	}
-	return &Dispatcher{cmds: cmds, store: cmds.Store(), queries: queries, sealer: sealer, client: client, opts: opts,
+	return &Dispatcher{cmds: cmds, store: store, queries: queries, sealer: sealer, client: client, opts: opts,
 		log:   opts.Logger.WithFields(logrus.Fields{"component": "webhooks", "worker": opts.Worker}),
 		slots: make(chan struct{}, opts.Concurrency), ready: make(chan struct{}),
 		inflight: map[string]bool{}, timers: map[string]*time.Timer{}}
@@ -256,7 +261,7 @@ func noCallback(ev eventstore.RecordedEvent) bool {
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {
-	ids, err := d.queries.DueWebhooks(ctx, d.cmds.Now(), d.opts.SweepGrace, 4*d.opts.Concurrency)
+	ids, err := d.queries.DueWebhooks(ctx, d.opts.Now(), d.opts.SweepGrace, 4*d.opts.Concurrency)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.WithError(err).Warn("sweep for due webhooks failed")
@@ -308,7 +313,7 @@ func (d *Dispatcher) schedule(ctx context.Context, id string, at time.Time) {
 	if t := d.timers[id]; t != nil {
 		t.Stop()
 	}
-	d.timers[id] = time.AfterFunc(max(at.Sub(d.cmds.Now()), 0), func() {
+	d.timers[id] = time.AfterFunc(max(at.Sub(d.opts.Now()), 0), func() {
 		d.mu.Lock()
 		delete(d.timers, id)
 		d.mu.Unlock()
@@ -326,7 +331,7 @@ func (d *Dispatcher) process(ctx context.Context, id string) {
 		}
 		return
 	}
-	if !st.WebhookDue(d.cmds.Now()) {
+	if !st.WebhookDue(d.opts.Now()) {
 		if at := st.WebhookRetryAt(); !at.IsZero() {
 			d.schedule(ctx, id, at)
 		}
@@ -386,7 +391,7 @@ func (d *Dispatcher) send(ctx context.Context, st execution.State, attempt int) 
 	}
 	var retryAfter time.Duration
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.cmds.Now())
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.opts.Now())
 	}
 	o.RetryIn = d.backoff(st, attempt, retryAfter)
 	return o
@@ -430,7 +435,7 @@ func (d *Dispatcher) request(ctx context.Context, st execution.State, attempt in
 		if err != nil {
 			return nil, errors.New("the callbackSecret could not be opened (was the secret key rotated away?)")
 		}
-		ts := d.cmds.Now().UTC().Format(TimestampFormat)
+		ts := d.opts.Now().UTC().Format(TimestampFormat)
 		req.Header.Set(HeaderSignatureVersion, SignatureVersion)
 		req.Header.Set(HeaderSignatureTimestamp, ts)
 		req.Header.Set(HeaderSignature, Sign(secret, ts, body))

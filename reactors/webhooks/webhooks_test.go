@@ -108,7 +108,7 @@ func quiet() logrus.FieldLogger {
 // take seconds, and no test here waits for it to expire.
 func (f *fixture) start(t *testing.T, rc *receiver, worker string, allowPrivate bool) {
 	t.Helper()
-	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: worker,
+	d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: worker,
 		AllowPrivate: allowPrivate, RootCAs: rc.roots(), RetryBase: 20 * time.Millisecond, RetryFactor: 2,
 		LeaseMargin: 100 * time.Millisecond, Timeout: 15 * time.Second, SweepInterval: 50 * time.Millisecond,
 		SweepGrace: 50 * time.Millisecond, Logger: quiet()})
@@ -514,7 +514,7 @@ func TestNetworkErrorShowsNoAddress(t *testing.T) {
 // context's end is not an error.
 func TestStopDuringStartUpIsClean(t *testing.T) {
 	f := newFixture(t)
-	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Logger: quiet()})
+	d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Logger: quiet()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := d.Run(ctx); err != nil {
