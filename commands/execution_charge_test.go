@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 const chargeWorker = "worker-a"

@@ -11,8 +11,8 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // eventCount is the number of events in env's log, read straight from the table: a refused

@@ -12,7 +12,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestConcurrentCreatesOfOneNameMakeOneWorkflow: names are unique per workspace even when the

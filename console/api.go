@@ -3,7 +3,6 @@ package console
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -11,8 +10,9 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/user"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // The JSON twins of the apps, review and connected-apps pages, under /v1 with the session JWT
@@ -33,11 +33,7 @@ type apiHandler func(w http.ResponseWriter, r *http.Request, u user.State)
 // api requires a session JWT as Bearer.
 func (c *Console) api(h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		var token string
-		if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-			token = strings.TrimSpace(auth[7:])
-		}
+		token, _ := bearer.Token(r)
 		pr, err := c.idp.VerifyBearer(r.Context(), token)
 		if err != nil || !pr.Session {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)

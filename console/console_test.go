@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // pages are the console's pages of the seeded workspace, with text each must show.

@@ -12,8 +12,8 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // runStatuses are the run statuses the list filters by.

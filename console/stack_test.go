@@ -25,13 +25,14 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // stack is the whole service in process, built by httpapi.Routes as serve builds it: real
@@ -100,12 +101,12 @@ func newStack(t *testing.T) *stack {
 	if err := idp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
 		Registry: reg, Hub: hub, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler = server.Handler()
+	handler = routes.Handler()
 	return s
 }
 

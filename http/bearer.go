@@ -4,38 +4,31 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/web/bearer"
 )
-
-// BearerVerifier checks a bearer token (an app's access token or a session JWT);
-// identity.Provider is one. identity.ErrInvalidToken means a 401.
-type BearerVerifier interface {
-	VerifyBearer(ctx context.Context, token string) (identity.Principal, error)
-}
 
 type principalKey struct{}
 
 // PrincipalFrom returns who BearerAuth authenticated.
-func PrincipalFrom(ctx context.Context) (identity.Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(identity.Principal)
+func PrincipalFrom(ctx context.Context) (bearer.Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(bearer.Principal)
 	return p, ok
 }
 
 // BearerAuth requires Authorization: Bearer with a valid token: 401 with the SPEC.md 7 body
 // and a WWW-Authenticate challenge when it is missing, expired, revoked or not ours.
-func BearerAuth(v BearerVerifier, next http.Handler) http.Handler {
+func BearerAuth(v bearer.Verifier, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		if len(h) < 8 || !strings.EqualFold(h[:7], "bearer ") {
+		token, ok := bearer.Token(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			WriteError(w, http.StatusUnauthorized, "missing bearer token")
 			return
 		}
-		p, err := v.VerifyBearer(r.Context(), strings.TrimSpace(h[7:]))
+		p, err := v.VerifyBearer(r.Context(), token)
 		if err != nil {
-			if !errors.Is(err, identity.ErrInvalidToken) {
+			if !errors.Is(err, bearer.ErrInvalidToken) {
 				WriteDomainError(w, r, err)
 				return
 			}

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard/switchyard/commands"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/internal/configtest"
-	"github.com/switchyard/switchyard/projections"
 )
 
 func TestServerConfigValidate(t *testing.T) {
@@ -34,17 +32,5 @@ func TestSDKAuthConfigValidate(t *testing.T) {
 		{Field: "MaxStreamsPerKey", Err: valid(func(c *httpapi.SDKAuthConfig) { c.MaxStreamsPerKey = -1 })},
 		{Field: "UnknownKeyRate", Err: valid(func(c *httpapi.SDKAuthConfig) { c.UnknownKeyRate = -1 })},
 		{Field: "UnknownKeyBurst", Err: valid(func(c *httpapi.SDKAuthConfig) { c.UnknownKeyBurst = -1 })},
-	})
-}
-
-func TestRoutesConfigValidate(t *testing.T) {
-	cmds, queries := &commands.Commands{}, &projections.Queries{}
-	_, err := httpapi.Routes(httpapi.RoutesConfig{Queries: queries})
-	configtest.Check(t, httpapi.RoutesConfig{Cmds: cmds, Queries: queries}.Validate(), []configtest.Case{
-		{Field: "Cmds", Err: err},
-		{Field: "Queries", Err: httpapi.RoutesConfig{Cmds: cmds}.Validate()},
-		{Field: "CacheWindow", Err: httpapi.RoutesConfig{Cmds: cmds, Queries: queries, CacheWindow: -time.Second}.Validate()},
-		{Field: "Heartbeat", Err: httpapi.RoutesConfig{Cmds: cmds, Queries: queries, Heartbeat: -time.Second}.Validate()},
-		{Field: "MaxBodyBytes", Err: httpapi.RoutesConfig{Cmds: cmds, Queries: queries, Server: httpapi.ServerConfig{MaxBodyBytes: -1}}.Validate()},
 	})
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // testCore is the in-process service behind the HTTP tests: a database with projections, a

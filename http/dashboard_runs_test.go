@@ -28,9 +28,10 @@ import (
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/browsertest"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // dashStack is the dashboard side of the service in process: real Postgres, projections,
@@ -65,12 +66,12 @@ func newDashStack(t *testing.T) *dashStack {
 	if err := idp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
 		Hub: hub, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler = server.Handler()
+	handler = routes.Handler()
 	return &dashStack{core: core, env: env, hub: hub, srv: srv, log: log}
 }
 

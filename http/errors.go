@@ -7,7 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // ErrorBody is the body of every non-2xx /v1 response (SPEC.md 7).

@@ -18,8 +18,8 @@ import (
 	"github.com/switchyard/switchyard/domain/workflow"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // fakeBearer is a BearerVerifier over principals the test hands out by token.

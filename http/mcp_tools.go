@@ -13,9 +13,9 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // toolFunc runs one tool for the authenticated caller on its raw JSON arguments and returns

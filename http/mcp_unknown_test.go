@@ -16,7 +16,7 @@ import (
 	"github.com/switchyard/switchyard/domain/mcptoken"
 	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // countingStore counts the stream reads made through it.

@@ -25,8 +25,9 @@ import (
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/openapitest"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 func loadSpec(t *testing.T) *openapitest.OpenAPI {
@@ -84,14 +85,14 @@ func newAPIStack(t *testing.T) *apiStack {
 	}
 	// The service's own routes (httpapi.Routes, as serve builds them), so the walk below
 	// checks every route serve has.
-	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
 		Registry: reg, Hub: hub, SDKAuth: auth, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler = server.Handler()
+	handler = routes.Handler()
 
-	s := &apiStack{env: env, server: server, srv: srv, email: "staff-" + uuid.NewString()[:8] + "@example.com"}
+	s := &apiStack{env: env, server: routes, srv: srv, email: "staff-" + uuid.NewString()[:8] + "@example.com"}
 	if _, err := env.Cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: s.email, Password: stackPassword, Staff: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/web/bearer"
 )
 
 // RunPageStream serves the run stream of the console's run page (console/runs.go): the page
@@ -22,8 +22,8 @@ import (
 type RunPageStream struct {
 	Cmds *commands.Commands
 	Hub  *livehub.Hub
-	// Auth verifies the session cookie's JWT; identity.Provider is one.
-	Auth BearerVerifier
+	// Auth verifies the session cookie's JWT (identity.Provider does).
+	Auth bearer.Verifier
 	// Heartbeat is the interval of :ping comments on the page's stream (15s when 0).
 	Heartbeat time.Duration
 }
@@ -36,12 +36,12 @@ func (d *RunPageStream) Mount(root *mux.Router) {
 // signedIn returns the user id of the request's session cookie, "" when there is no live
 // session. Only a session JWT counts: an app's access token in the cookie is refused.
 func (d *RunPageStream) signedIn(r *http.Request) (string, error) {
-	c, err := r.Cookie(identity.SessionCookie)
+	c, err := r.Cookie(bearer.SessionCookie)
 	if err != nil || c.Value == "" {
 		return "", nil
 	}
 	p, err := d.Auth.VerifyBearer(r.Context(), c.Value)
-	if errors.Is(err, identity.ErrInvalidToken) {
+	if errors.Is(err, bearer.ErrInvalidToken) {
 		return "", nil
 	}
 	if err != nil {

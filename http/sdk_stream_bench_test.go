@@ -26,9 +26,9 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/internal/apikeys"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // BenchmarkSSEIdleStreams opens SSE_BENCH_STREAMS (default 10000) idle execution streams on

@@ -21,11 +21,11 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/internal/apikeys"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // gates holds test.gate executions until the test opens their gate (input {"gate":"name"}).

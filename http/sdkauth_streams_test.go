@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/workflow"
 	httpapi "github.com/switchyard/switchyard/http"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // slowWorkflow creates a workflow in ws whose API trigger feeds a 10 s core.delay stage.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	httpapi "github.com/switchyard/switchyard/http"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // stageExecution waits for the run's first module stage to be dispatched and returns its

@@ -65,6 +65,9 @@ func NewServer(opts ServerConfig) *Server {
 	return &Server{Router: r, V1: v1, opts: opts}
 }
 
+// Logger is where the server's handlers log (ServerConfig.Logger).
+func (s *Server) Logger() logrus.FieldLogger { return s.opts.Logger }
+
 // Handler returns the full handler chain.
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.Router

@@ -10,7 +10,7 @@ import (
 
 	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/internal/testdb"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // wantUnavailable checks a 503 with Retry-After and the SPEC.md 7 body.

@@ -12,16 +12,16 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
-	"github.com/switchyard/switchyard/identity"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/projections"
 )
 
 // mountMCPTokens adds the workspace's MCP token endpoints (docs/mcp.md). Minting a token hands
 // out the power to run billed work, so every one of them needs workspace:admin.
 func (s *Workspaces) mountMCPTokens(r *mux.Router) {
-	r.Handle("/mcp-tokens", s.with(identity.ScopeWorkspaceAdmin, s.mintMCPToken)).Methods(http.MethodPost)
-	r.Handle("/mcp-tokens", s.with(identity.ScopeWorkspaceAdmin, s.listMCPTokens)).Methods(http.MethodGet)
-	r.Handle("/mcp-tokens/{tokenId}", s.with(identity.ScopeWorkspaceAdmin, s.revokeMCPToken)).Methods(http.MethodDelete)
+	r.Handle("/mcp-tokens", s.with(access.ScopeWorkspaceAdmin, s.mintMCPToken)).Methods(http.MethodPost)
+	r.Handle("/mcp-tokens", s.with(access.ScopeWorkspaceAdmin, s.listMCPTokens)).Methods(http.MethodGet)
+	r.Handle("/mcp-tokens/{tokenId}", s.with(access.ScopeWorkspaceAdmin, s.revokeMCPToken)).Methods(http.MethodDelete)
 }
 
 func (s *Workspaces) mintMCPToken(w http.ResponseWriter, r *http.Request, ws string) {

@@ -12,17 +12,17 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/identity"
 )
 
 // mountWorkflows adds workflow CRUD to the workspace routes: reads need workspace:read,
 // writes workspace:admin (docs/workflows.md).
 func (s *Workspaces) mountWorkflows(r *mux.Router) {
-	r.Handle("/workflows", s.with(identity.ScopeWorkspaceAdmin, s.createWorkflow)).Methods(http.MethodPost)
-	r.Handle("/workflows/{workflowId}", s.with(identity.ScopeWorkspaceRead, s.getWorkflow)).Methods(http.MethodGet)
-	r.Handle("/workflows/{workflowId}", s.with(identity.ScopeWorkspaceAdmin, s.updateWorkflow)).Methods(http.MethodPut)
-	r.Handle("/workflows/{workflowId}", s.with(identity.ScopeWorkspaceAdmin, s.deleteWorkflow)).Methods(http.MethodDelete)
+	r.Handle("/workflows", s.with(access.ScopeWorkspaceAdmin, s.createWorkflow)).Methods(http.MethodPost)
+	r.Handle("/workflows/{workflowId}", s.with(access.ScopeWorkspaceRead, s.getWorkflow)).Methods(http.MethodGet)
+	r.Handle("/workflows/{workflowId}", s.with(access.ScopeWorkspaceAdmin, s.updateWorkflow)).Methods(http.MethodPut)
+	r.Handle("/workflows/{workflowId}", s.with(access.ScopeWorkspaceAdmin, s.deleteWorkflow)).Methods(http.MethodDelete)
 }
 
 // DecodeDefinition reads a workflow definition, refusing unknown fields so a typo is a 400

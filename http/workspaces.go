@@ -12,8 +12,8 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/bearer"
 )
 
 // Workspaces serves the workspace endpoints of SPEC.md 4.9, called with an app's access token
@@ -21,17 +21,17 @@ import (
 type Workspaces struct {
 	Cmds    *commands.Commands
 	Queries *projections.Queries
-	Auth    BearerVerifier
+	Auth    bearer.Verifier
 }
 
 // Mount adds the routes under v1.
 func (s *Workspaces) Mount(v1 *mux.Router) {
 	r := v1.PathPrefix("/workspaces/{workspaceId}").Subrouter()
 	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
-	r.Handle("/billing", s.with(identity.ScopeReadBilling, s.billing)).Methods(http.MethodGet)
-	r.Handle("/billing/transactions", s.with(identity.ScopeReadBilling, s.transactions)).Methods(http.MethodGet)
-	r.Handle("/workflows", s.with(identity.ScopeWorkspaceRead, s.workflows)).Methods(http.MethodGet)
-	r.Handle("/api-keys", s.with(identity.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
+	r.Handle("/billing", s.with(access.ScopeReadBilling, s.billing)).Methods(http.MethodGet)
+	r.Handle("/billing/transactions", s.with(access.ScopeReadBilling, s.transactions)).Methods(http.MethodGet)
+	r.Handle("/workflows", s.with(access.ScopeWorkspaceRead, s.workflows)).Methods(http.MethodGet)
+	r.Handle("/api-keys", s.with(access.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
 	s.mountMCPTokens(r)
 	s.mountWorkflows(r)
 }

@@ -20,14 +20,15 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/password"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // Cookie names. The session cookie holds the session JWT; the CSRF cookie the double-submit
 // token every form repeats in a hidden field.
 const (
-	SessionCookie = "sy_session"
+	SessionCookie = bearer.SessionCookie
 	CSRFCookie    = "sy_csrf"
 	csrfField     = "csrf_token"
 )

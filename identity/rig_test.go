@@ -22,11 +22,11 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/billing"
-	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // clock is a settable clock: tests move it forward instead of sleeping.
@@ -83,7 +83,7 @@ func startRig(t testing.TB, env *testenv.Env, clk *clock, key []byte, issuer str
 	if err := idp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.Routes(httpapi.RoutesConfig{Cmds: cmds, Queries: env.Queries, Identity: idp})
+	s, err := server.Routes(server.RoutesConfig{Cmds: cmds, Queries: env.Queries, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,9 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/grant"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/dbfail"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // oauthError is an RFC 6749 5.2 error.
@@ -291,22 +292,12 @@ func atHash(accessToken string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// Principal is who a verified bearer token speaks for.
-type Principal struct {
-	// Session is true for a session JWT (a signed-in user, acting with their workspace roles);
-	// false for an app's access token (bound to WorkspaceID with Scopes).
-	Session         bool
-	UserID          string
-	ClientID        string
-	WorkspaceID     string
-	Scopes          []string
-	AuthorizationID string
-	SessionID       string
-	ExpiresAt       time.Time
-}
+// Principal is who a verified bearer token speaks for (web/bearer, which the /v1 API reads it
+// from without importing the provider).
+type Principal = bearer.Principal
 
 // ErrInvalidToken is any reason a bearer token is refused (SPEC.md 7: 401).
-var ErrInvalidToken = errors.New("invalid token")
+var ErrInvalidToken = bearer.ErrInvalidToken
 
 func (p *Provider) parse(ctx context.Context, raw string, validate bool) (tokenClaims, error) {
 	var c tokenClaims
@@ -365,16 +356,8 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		AuthorizationID: az.ID, ExpiresAt: unix(c.ExpiresAt)}, nil
 }
 
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
-
 func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
-	raw := bearerToken(r)
+	raw, _ := bearer.Token(r)
 	if raw == "" && r.Method == http.MethodPost {
 		_ = r.ParseForm()
 		raw = r.PostForm.Get("access_token")

@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/webhooks"
+	"github.com/switchyard/switchyard/server"
 )
 
 func newServeCmd() *cobra.Command {
@@ -64,7 +65,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		}
 		return err
 	}
-	srv, err := httpapi.Routes(httpapi.RoutesConfig{
+	srv, err := server.Routes(server.RoutesConfig{
 		Server: httpapi.ServerConfig{
 			Logger:       a.log,
 			Gatherer:     a.registry,

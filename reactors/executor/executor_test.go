@@ -18,11 +18,11 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // counter is a module that counts its runs per execution: the side effect that must happen

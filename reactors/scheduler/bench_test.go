@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // BenchmarkForEach1000 times one run of a FOR_EACH over 1,000 items of core.echo, from the

@@ -15,12 +15,12 @@ import (
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 func quietLog() logrus.FieldLogger {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/webhooks"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // BenchmarkDeliveries measures signed webhook deliveries per second from one dispatcher (default

@@ -26,9 +26,9 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // delivery is one request the receiver got.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/http/httperr"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 func TestClassify(t *testing.T) {
