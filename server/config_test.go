@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/configtest"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/server"

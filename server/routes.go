@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/console"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"

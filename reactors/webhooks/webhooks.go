@@ -63,7 +63,7 @@ const (
 	UserAgent = "Switchyard-Webhooks/1 (+https://github.com/switchyard/switchyard)"
 )
 
-// Associated data the callback secret and headers are sealed with (http/sdk_submit.go).
+// Associated data the callback secret and headers are sealed with (httpapi/sdk_submit.go).
 var (
 	aadSecret  = []byte("callbackSecret")
 	aadHeaders = []byte("callbackHeaders")

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/testdb"
 	"github.com/switchyard/switchyard/testenv"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/apikeys"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/configtest"
 )
 

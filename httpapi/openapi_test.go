@@ -22,7 +22,7 @@ import (
 
 	"github.com/switchyard/switchyard/client"
 	"github.com/switchyard/switchyard/commands"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/openapitest"
 	"github.com/switchyard/switchyard/seal"
@@ -216,14 +216,14 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range undocumented {
-		t.Errorf("served but not in http/openapi.json: %s", r)
+		t.Errorf("served but not in httpapi/openapi.json: %s", r)
 	}
 	for _, r := range unserved {
 		if pendingRoutes[r] {
 			t.Logf("documented, not served yet: %s", r)
 			continue
 		}
-		t.Errorf("documented in http/openapi.json but not served: %s", r)
+		t.Errorf("documented in httpapi/openapi.json but not served: %s", r)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // ownedGuard is an OwnedReplayGuard in memory that counts its calls.

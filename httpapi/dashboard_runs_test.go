@@ -25,7 +25,7 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/browsertest"
 	"github.com/switchyard/switchyard/reactors/livehub"

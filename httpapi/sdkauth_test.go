@@ -21,7 +21,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/eventstore/postgres"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/apikeys"
 	"github.com/switchyard/switchyard/internal/replay"
 	"github.com/switchyard/switchyard/internal/testdb"

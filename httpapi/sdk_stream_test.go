@@ -19,7 +19,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/apikeys"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/executor"
