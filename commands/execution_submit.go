@@ -222,9 +222,13 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 }
 
 // prepareSubmit checks a submit without I/O and turns it into the domain's command: the
-// module's id (with its price) and the sealed callback. Errors are validation errors naming
-// the field.
+// module's id (with its price) and the sealed callback. It is where a submit's values are
+// checked (the API only parses their JSON types), before anything is read or appended. Errors
+// are validation errors naming the field.
 func (h *Executions) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+	if err := execution.CheckAttempts(c.Attempts); err != nil {
+		return execution.Submit{}, err
+	}
 	if err := domain.CheckStorableString("module", c.Module); err != nil {
 		return execution.Submit{}, err
 	}

@@ -66,6 +66,10 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 		{"callback over http", func(c *commands.SubmitExecution) { c.Callback.URL = "http://example.com/" }, "callbackUrl"},
 		{"config the module refuses", func(c *commands.SubmitExecution) { c.Module, c.Input = "core.delay", json.RawMessage(`{}`) }, ""},
 		{"unknown module", func(c *commands.SubmitExecution) { c.Module = "no.such" }, "module"},
+		// The attempts range is the command's to check (the API parses the type only), before
+		// the idempotency key is bound.
+		{"no attempts", func(c *commands.SubmitExecution) { c.Attempts = 0 }, "attempts"},
+		{"too many attempts", func(c *commands.SubmitExecution) { c.Attempts = execution.MaxAttempts + 1 }, "attempts"},
 		{"balance too low", func(c *commands.SubmitExecution) { c.WorkspaceID = poor }, ""},
 	}
 	for _, tc := range cases {

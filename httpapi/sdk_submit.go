@@ -24,7 +24,9 @@ type submitRequest struct {
 	CallbackHeaders map[string]string
 }
 
-// parseSubmit reads and checks the body field by field, so that every 400 names its field.
+// parseSubmit reads the body field by field, so that every 400 names its field. It checks the
+// JSON types; the submit command checks the values (commands.SubmitExecution), except
+// waitForMs, which bounds this request's own wait.
 func parseSubmit(body []byte) (submitRequest, error) {
 	req := submitRequest{Attempts: 1}
 	var fields map[string]json.RawMessage
@@ -49,7 +51,7 @@ func parseSubmit(body []byte) (submitRequest, error) {
 	if req.Config, err = requiredObject(fields, "config"); err != nil {
 		return req, err
 	}
-	if req.Attempts, err = optionalInt(fields, "attempts", execution.MinAttempts, execution.MaxAttempts, 1); err != nil {
+	if req.Attempts, err = optionalInteger(fields, "attempts", 1); err != nil {
 		return req, err
 	}
 	if req.WaitForMs, err = optionalInt(fields, "waitForMs", 0, execution.MaxWaitForMs, 0); err != nil {
@@ -112,6 +114,20 @@ func optionalInt(fields map[string]json.RawMessage, name string, lo, hi, def int
 		return 0, domain.Invalid(name, "must be an integer from %d to %d", lo, hi)
 	}
 	return int(f), nil
+}
+
+// optionalInteger reads an optional integer field, checking its type only: its range is the
+// command's to check. A number beyond an int32 is kept at its bound, which no range admits.
+func optionalInteger(fields map[string]json.RawMessage, name string, def int) (int, error) {
+	raw, ok := fields[name]
+	if !ok || isNull(raw) {
+		return def, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
+		return 0, domain.Invalid(name, "must be an integer")
+	}
+	return int(max(min(f, math.MaxInt32), math.MinInt32)), nil
 }
 
 func optionalString(fields map[string]json.RawMessage, name string) (string, error) {
