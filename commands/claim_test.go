@@ -119,9 +119,8 @@ func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
 		h := commands.New(orderedStore{Store: env.Store, log: &log})
 		claim := commands.NewRequestClaim(randomKey(), []byte("owner"), time.Now().Add(time.Minute),
 			func(context.Context) (bool, error) { log = append(log, "settle"); return held, nil })
-		ctx := commands.WithRequestClaim(context.Background(), claim)
-		_, err := h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
-			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1})
+		_, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
 		switch {
 		case held && (!errors.Is(err, commands.ErrReplayed) || len(log) != 1):
 			t.Fatalf("a replay's submit: %v, calls %v; want ErrReplayed after one settle and no append", err, log)

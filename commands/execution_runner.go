@@ -23,15 +23,26 @@ type Runner interface {
 	// instance); it is buffered, so nobody need read it.
 	Take(st execution.State) <-chan execution.State
 	// RunFirst runs a waiting call of a repeatable module at once, before anything of it is
-	// written, and records its submit (create, which makes st), outcome and charge in
-	// one commit. It returns the state recorded, or false when it did not record the call
-	// within wait, for the caller to append the submit and Take it as usual (should the run
-	// still be recorded later, its append expects no stream and fails against that submit).
-	RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool)
+	// written, and records its submit, outcome and charge in one commit. It returns the state
+	// recorded, or false when it did not record the call within wait, for the caller to append
+	// the submit and Take it as usual (should the run still be recorded later, its append
+	// expects no stream and fails against that submit).
+	RunFirst(ctx context.Context, run FirstRun, wait time.Duration) (execution.State, bool)
 	// TryRunFirst is RunFirst for a call that does not wait: it runs the call only when it can
 	// start within a few milliseconds, and gives up after a short bound of its own. The caller answers with the
 	// submitted state either way, as a call without waitForMs is answered (SPEC.md 4.1).
-	TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
+	TryRunFirst(ctx context.Context, run FirstRun) (execution.State, bool)
+}
+
+// FirstRun is a call handed to the runner before anything of it is written (Runner.RunFirst).
+type FirstRun struct {
+	// State is the execution as its submit makes it; Create are the submit's events, which the
+	// runner writes in one commit with the call's outcome and charge (ChargedFinish.Create).
+	State  execution.State
+	Create []domain.Event
+	// Claim is the signature claim of the request that made the call (nil when none), taken
+	// in that commit (ChargedFinish.Claim).
+	Claim *RequestClaim
 }
 
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The

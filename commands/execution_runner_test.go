@@ -29,11 +29,12 @@ func (r lateRunner) Worker() string { return "late" }
 
 func (r lateRunner) Take(st execution.State) <-chan execution.State { return nil }
 
-func (r lateRunner) RunFirst(ctx context.Context, st execution.State, create []domain.Event, _ time.Duration) (execution.State, bool) {
-	return r.TryRunFirst(ctx, st, create)
+func (r lateRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
+	return r.TryRunFirst(ctx, run)
 }
 
-func (r lateRunner) TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+func (r lateRunner) TryRunFirst(ctx context.Context, run commands.FirstRun) (execution.State, bool) {
+	st, create := run.State, run.Create
 	done, err := execution.DecideCompleteFirst(st, r.Worker(), json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
 	if err != nil {
 		r.t.Error(err)

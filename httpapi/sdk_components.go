@@ -66,6 +66,7 @@ func (s *SDKComponents) submit(w http.ResponseWriter, r *http.Request) {
 	cmd := req.command(caller)
 	sum := sha256.Sum256(body)
 	cmd.IdempotencyKey, cmd.BodyHash, cmd.CacheWindow = key, hex.EncodeToString(sum[:]), s.CacheWindow
+	cmd.Claim = requestClaimFrom(r.Context())
 	st, err := s.Cmds.Executions.SubmitExecution(r.Context(), cmd)
 	if errors.Is(err, execution.ErrIdempotencyKeyReused) {
 		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different request body")

@@ -97,6 +97,16 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
+type requestClaimKey struct{}
+
+// requestClaimFrom is the signature claim SDKAuth left for the route's command to take
+// (ClaimInCommit), nil when it took the signature itself; the handler passes it to the
+// command (commands.SubmitExecution.Claim).
+func requestClaimFrom(ctx context.Context) *commands.RequestClaim {
+	c, _ := ctx.Value(requestClaimKey{}).(*commands.RequestClaim)
+	return c
+}
+
 // WithCaller attaches an authenticated caller to ctx.
 func WithCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
@@ -356,7 +366,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		caller := Caller{KeyID: key.ID, WorkspaceID: key.WorkspaceID, AllowedWorkflowIDs: append([]string{}, key.AllowedWorkflowIDs...)}
 		ctx := WithCaller(r.Context(), caller)
 		if claim != nil {
-			ctx = commands.WithRequestClaim(ctx, claim)
+			ctx = context.WithValue(ctx, requestClaimKey{}, claim)
 		}
 		ctx = WithLogger(ctx, LoggerFrom(ctx).WithFields(logrus.Fields{"workspaceId": key.WorkspaceID, "apiKeyId": key.ID}))
 		r = r.WithContext(ctx)
