@@ -17,7 +17,7 @@ import (
 // the caller charges and records each execution the separate way.
 var ErrNotCombined = errors.New("charges and outcomes not combined")
 
-// errNotCreated is the result of an item with Create whose Finish decided nothing: neither it
+// errNotCreated is the result of an item with Create whose outcome could not be decided: neither it
 // nor its charge was written.
 var errNotCreated = errors.New("execution not created: its outcome could not be decided")
 
@@ -25,12 +25,16 @@ var errNotCreated = errors.New("execution not created: its outcome could not be 
 type ChargedFinish struct {
 	ExecutionID string
 	Charge      ChargeRequest
-	// Finish decides the execution's events, given its current state, once its charge is
-	// made; an error leaves the execution as it is (the charge is still made, as a charge
-	// made before a separate outcome append would be).
-	Finish func(execution.State) ([]domain.Event, error)
+	// Outcome is recorded with the charge, decided on the execution's current state once its
+	// charge is made; an outcome that cannot be decided leaves the execution as it is (the
+	// charge is still made, as a charge made before a separate outcome append would be).
+	Outcome Outcome
+	// ClaimFor, when set, claims the execution's next attempt for the outcome's worker, leased
+	// for ClaimFor, in the same append and before the outcome (ClaimAndFinish).
+	ClaimFor time.Duration
 	// Create, when set, are the events that create the execution (its submit): it does not
-	// exist yet, and they are written first in the same append, which expects no stream.
+	// exist yet, and they are written first in the same append, which expects no stream. The
+	// outcome is then a completion with no claim (Outcome.decideFirst).
 	Create []domain.Event
 	// CreateMeta is the metadata of the request that made Create; the batch's other events
 	// carry the context's.
@@ -47,8 +51,8 @@ type FinishResult struct {
 	// (nothing written for this item), or another error when an item with Create could not
 	// be decided (nothing written either).
 	Err error
-	// Recorded reports that the outcome Finish decided was written with the charge; State is
-	// then the execution after it.
+	// Recorded reports that the item's outcome was written with the charge; State is then the
+	// execution after it.
 	Recorded bool
 	State    execution.State
 }
@@ -266,11 +270,23 @@ func (h *Charges) cachedAccount(ctx context.Context, workspaceID string) (loaded
 	return load(ctx, h, stream, billingAgg)
 }
 
+// finish is the item's outcome decided on s at now: after its submit (Create), after a claim
+// (ClaimFor), or on its own.
+func (it ChargedFinish) finish(s execution.State, now time.Time) ([]domain.Event, error) {
+	switch {
+	case len(it.Create) > 0:
+		return it.Outcome.decideFirst(s, now)
+	case it.ClaimFor > 0:
+		return claimThen(s, it.ClaimFor, it.Outcome, now)
+	}
+	return it.Outcome.decide(s, now)
+}
+
 // finishPart is the append of the item's outcome at the execution's known revision, and the state
-// after it; ok is false when Finish decides nothing or refuses (the caller records it alone).
+// after it; ok is false when the outcome decides nothing or is refused (the caller records it alone).
 func (h *Charges) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	if len(it.Create) > 0 {
-		return createPart(ctx, it)
+		return createPart(ctx, it, h.now())
 	}
 	stream := ExecutionStream(it.ExecutionID)
 	var cur loaded[execution.State]
@@ -288,7 +304,7 @@ func (h *Charges) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 	if !cur.state.Exists {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}
-	events, err := it.Finish(cur.state)
+	events, err := it.finish(cur.state, h.now())
 	if err != nil || len(events) == 0 {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}
@@ -303,13 +319,13 @@ func (h *Charges) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 }
 
 // createPart is the append that creates its execution with its outcome: the Create events,
-// then what Finish decides on the state they make.
-func createPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+// then the outcome decided on the state they make.
+func createPart(ctx context.Context, it ChargedFinish, now time.Time) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	cur := loaded[execution.State]{}
 	for _, e := range it.Create {
 		cur.state = cur.state.Evolve(e)
 	}
-	outcome, err := it.Finish(cur.state)
+	outcome, err := it.finish(cur.state, now)
 	if err != nil || len(outcome) == 0 {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}

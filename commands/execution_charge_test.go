@@ -35,10 +35,9 @@ func submitEchoes(t *testing.T, h *commands.Commands, ws string, n int) []string
 // claimAndComplete is the item of a repeatable call: charge one credit, claim and complete.
 func claimAndComplete(h *commands.Commands, id string) commands.ChargedFinish {
 	return commands.ChargedFinish{ExecutionID: id,
-		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
-		Finish: h.Attempts.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
-			return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
-		})}
+		Charge:   commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
+		ClaimFor: time.Minute,
+		Outcome:  commands.Outcome{Worker: chargeWorker, Output: json.RawMessage(`{"n":1}`), Usage: billing.FromWhole(1)}}
 }
 
 // txIDs returns the distinct transaction ids of the events of streams.

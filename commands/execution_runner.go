@@ -81,31 +81,13 @@ func awaitLocal(ctx context.Context, st execution.State, done <-chan execution.S
 	return st
 }
 
-// ClaimAndFinish records, in one append, the claim of the execution's next attempt by worker
-// and the outcome finish decides for it. It is for modules whose runs are harmless to repeat
-// (modules.Repeatable): they run before any claim, and should another worker claim the
-// execution first, this append fails on revision and is decided again, finding it no longer
-// claimable (execution.ErrNotClaimable); the output is then dropped.
-func (h *Attempts) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
-	return h.changeExecution(ctx, id, h.ClaimThen(worker, lease, finish))
-}
-
-// ClaimThen is the decision of ClaimAndFinish: the claim of the next attempt by worker, then
-// the outcome finish decides on the claimed state.
-func (h *Attempts) ClaimThen(worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) func(execution.State) ([]domain.Event, error) {
-	return func(s execution.State) ([]domain.Event, error) {
-		claim, err := execution.DecideStart(s, worker, lease, h.now())
-		if err != nil {
-			return nil, err
-		}
-		started := s
-		for _, e := range claim {
-			started = started.Evolve(e)
-		}
-		outcome, err := finish(started)
-		if err != nil {
-			return nil, err
-		}
-		return append(claim, outcome...), nil
-	}
+// ClaimAndFinish records, in one append, the claim of the execution's next attempt by the
+// outcome's worker, leased for lease, and the outcome itself. It is for modules whose runs are
+// harmless to repeat (modules.Repeatable): they run before any claim, and should another
+// worker claim the execution first, this append fails on revision and is decided again,
+// finding it no longer claimable (execution.ErrNotClaimable); the output is then dropped.
+func (h *Attempts) ClaimAndFinish(ctx context.Context, id string, lease time.Duration, o Outcome) (execution.State, error) {
+	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
+		return claimThen(s, lease, o, h.now())
+	})
 }

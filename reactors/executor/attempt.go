@@ -34,10 +34,8 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 // complete charges usage (once per execution, whatever retries or takeovers happen) and
 // records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
-	decide := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, st.Attempt, out, usage, e.opts.Now())
-	}
-	charged, after, err := e.settle(ctx, st, usage, decide)
+	done := commands.Outcome{Worker: e.opts.Worker, Attempt: st.Attempt, Output: out, Usage: usage}
+	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: done})
 	switch {
 	case err != nil:
 		return st, err
@@ -49,18 +47,18 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	return e.cmds.Attempts.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
 }
 
-// settle bills the execution's usage and, in the same commit, records the outcome decide
-// returns (after then exists). When the outcome could not go with the charge, after is the
+// settle bills the execution's usage and, in the same commit, records item's outcome (after
+// then exists). When the outcome could not go with the charge, after is the
 // zero state and charged tells whether the charge is made: the caller records the outcome,
 // or the failure to pay for it. A charge made by an earlier holder that died before recording
 // the output is found in the billing history rather than refused for the balance it took.
-func (e *Executor) settle(ctx context.Context, st execution.State, usage billing.Credits, decide func(execution.State) ([]domain.Event, error)) (charged bool, after execution.State, err error) {
+func (e *Executor) settle(ctx context.Context, st execution.State, usage billing.Credits, item commands.ChargedFinish) (charged bool, after execution.State, err error) {
 	if usage <= 0 {
 		return true, execution.State{}, nil
 	}
 	cause := "execution-" + st.ID
-	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: cause, Amount: usage}, Finish: decide})
+	item.ExecutionID, item.Charge = st.ID, commands.ChargeRequest{Cause: cause, Amount: usage}
+	res, err := e.charges.charge(ctx, st.WorkspaceID, item)
 	switch {
 	case err != nil:
 		return false, execution.State{}, err
@@ -129,58 +127,58 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	}
 	attempt := st.NextAttempt()
 	out, runErr := e.registry.Run(runCtx, st.Module, modules.Call{Config: st.Config, Input: st.Input, Attempt: attempt, ExecutionID: st.ID})
-	var finish func(execution.State) ([]domain.Event, error)
+	var outcome commands.Outcome
+	var err error
 	switch f, ok := modules.AsFailure(runErr); {
 	case runErr == nil:
 		var after execution.State
-		var err error
-		if finish, after, err = e.completion(ctx, st, out); err != nil || after.Exists {
+		if outcome, after, err = e.completion(ctx, st, out); err != nil || after.Exists {
 			return after, err
 		}
 	case ok:
-		finish = e.failure(f, true)
+		outcome, err = e.failure(f, true)
 	case runCtx.Err() != nil:
 		return st, fmt.Errorf("run abandoned: %w", runErr) // shutdown: unclaimed, a sweep finds it
 	default:
 		e.log.WithField("executionId", st.ID).WithError(runErr).Error("module infrastructure error")
-		finish = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
+		outcome, err = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
+	}
+	if err != nil {
+		return st, err
 	}
 	e.metrics.claims.Inc()
-	return e.cmds.Attempts.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+	return e.cmds.Attempts.ClaimAndFinish(runCtx, id, e.lease(st), outcome)
 }
 
 // completion charges the unclaimed call (once per execution) with its claim and completion
 // in one commit, and returns the state after it. When they could not go together it returns
-// the decision to append instead: the completion, or a final failure when the balance cannot
-// cover the call.
-func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), execution.State, error) {
+// the outcome to record with the claim instead: the completion, or a final failure when the
+// balance cannot cover the call.
+func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (commands.Outcome, execution.State, error) {
 	usage := billing.Credits(st.CostMilli)
-	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.opts.Now())
-	}
-	charged, after, err := e.settle(ctx, st, usage, e.cmds.Attempts.ClaimThen(e.opts.Worker, e.lease(st), complete))
+	complete := commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage}
+	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: complete, ClaimFor: e.lease(st)})
 	switch {
 	case err != nil:
-		return nil, st, err
+		return commands.Outcome{}, st, err
 	case after.Exists:
 		e.metrics.claims.Inc()
-		return nil, after, nil
+		return commands.Outcome{}, after, nil
 	case !charged:
-		return e.failure(insufficientCredits(usage), false), execution.State{}, nil
+		failed, err := e.failure(insufficientCredits(usage), false)
+		return failed, execution.State{}, err
 	}
 	return complete, execution.State{}, nil
 }
 
-// failure is the decision recording f for the attempt, retried while attempts remain and
-// retry is true.
-func (e *Executor) failure(f *modules.Failure, retry bool) func(execution.State) ([]domain.Event, error) {
-	return func(s execution.State) ([]domain.Event, error) {
-		body, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("encode failure: %w", err)
-		}
-		return execution.DecideFail(s, e.opts.Worker, s.Attempt, body, retry, e.backoff(s.Attempt), e.opts.Now())
+// failure is the outcome of the claimed attempt failing with f, retried while attempts remain
+// and retry is true.
+func (e *Executor) failure(f *modules.Failure, retry bool) (commands.Outcome, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return commands.Outcome{}, fmt.Errorf("encode failure: %w", err)
 	}
+	return commands.Outcome{Worker: e.opts.Worker, Failure: body, Retry: retry, Backoff: e.backoff}, nil
 }
 
 func insufficientCredits(usage billing.Credits) *modules.Failure {

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
-	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/testenv"
 )
@@ -25,10 +23,9 @@ func echoCharge(t *testing.T, cmds *commands.Commands, ws string) commands.Charg
 		t.Fatal(err)
 	}
 	return commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: billing.FromWhole(1)},
-		Finish: cmds.Attempts.ClaimThen("test", time.Minute, func(s execution.State) ([]domain.Event, error) {
-			return execution.DecideComplete(s, "test", s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
-		})}
+		Charge:   commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: billing.FromWhole(1)},
+		ClaimFor: time.Minute,
+		Outcome:  commands.Outcome{Worker: "test", Output: json.RawMessage(`{"n":1}`), Usage: billing.FromWhole(1)}}
 }
 
 // While another process holds the turn on a workspace's account, the charges that queue for it

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/modules"
@@ -124,13 +123,11 @@ func (e *Executor) recordFirst(ctx context.Context, run commands.FirstRun, out j
 	st := run.State
 	usage := billing.Credits(st.CostMilli)
 	// The completion goes into the append that creates the stream: no one else can have
-	// claimed it, so no claim is written (execution.DecideCompleteFirst).
-	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideCompleteFirst(s, e.opts.Worker, out, usage, e.opts.Now())
-	}
+	// claimed it, so no claim is written (ChargedFinish.Create).
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Finish: complete, Create: run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim})
+		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
+		Outcome: commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage},
+		Create:  run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim})
 	if err != nil || !res.Recorded {
 		return st, false
 	}
