@@ -175,7 +175,7 @@ func (h *Attempts) FailExecution(ctx context.Context, id, worker string, attempt
 	})
 }
 
-func (h *executionStreams) changeExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, error) {
+func (h *executionChanges) changeExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, error) {
 	if after, ok, err := h.changeCachedExecution(ctx, id, decide); ok {
 		return after, err
 	}
@@ -231,7 +231,7 @@ func (h *executionStreams) ReadEvents(ctx context.Context, stream string, from u
 // the append fail if it does not. It reports false (nothing done) when there is no cached
 // state, when the append loses (the stream moved on), or when the decision appends nothing or
 // refuses: a refusal may come from a stale state, so the caller decides again on a fresh read.
-func (h *executionStreams) changeCachedExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, bool, error) {
+func (h *executionChanges) changeCachedExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, bool, error) {
 	stream := ExecutionStream(id)
 	c, ok := h.cache.get(stream)
 	if !ok {

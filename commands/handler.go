@@ -90,13 +90,13 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 	identity := &Identity{core: c}
 	workspaces := &Workspaces{core: c, users: identity}
 	billing := &Billing{core: c, workspaces: workspaces}
-	streams := &executionStreams{core: c}
+	streams, changes := &executionStreams{core: c}, &executionChanges{core: c}
 	balances := &balanceCheck{core: c, billing: billing}
 	return &Commands{
 		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances},
-		Attempts:   &Attempts{core: c, executionStreams: streams},
+		Attempts:   &Attempts{core: c, executionStreams: streams, executionChanges: changes},
 		Charges:    &Charges{core: c},
-		Webhooks:   &Webhooks{core: c, executionStreams: streams},
+		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
 		Billing:    billing,
 		Workflows:  &Workflows{core: c, balanceCheck: balances},
 		Workspaces: workspaces,

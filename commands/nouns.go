@@ -25,6 +25,7 @@ type Executions struct {
 type Attempts struct {
 	*core
 	*executionStreams
+	*executionChanges
 }
 
 // Charges bills finishing executions and records their outcomes in the same commit, a batch
@@ -42,6 +43,7 @@ type Charges struct {
 type Webhooks struct {
 	*core
 	*executionStreams
+	*executionChanges
 }
 
 // Billing holds workspaces' accounts: top-ups, plan renewals, charges and balances
@@ -76,9 +78,15 @@ type Apps struct {
 	users *Identity
 }
 
-// executionStreams reads and changes execution streams: what Executions, Attempts and
-// Webhooks share (execution.go).
+// executionStreams reads execution streams: what Executions, Attempts and Webhooks share
+// (execution.go).
 type executionStreams struct {
+	*core
+}
+
+// executionChanges decides and appends on an execution stream, on its cached state when it
+// can: what Attempts and Webhooks share (execution.go).
+type executionChanges struct {
 	*core
 }
 
