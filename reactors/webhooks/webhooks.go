@@ -244,7 +244,7 @@ func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
 	if noCallback(ev) {
 		return false
 	}
-	st, ok := d.cmds.Executions.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
+	st, ok := d.cmds.Webhooks.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
 	return !ok || st.Delivery.Pending
 }
 
@@ -324,7 +324,7 @@ func (d *Dispatcher) schedule(ctx context.Context, id string, at time.Time) {
 // process claims id's due attempt, sends it and records the outcome.
 func (d *Dispatcher) process(ctx context.Context, id string) {
 	log := d.log.WithField("executionId", id)
-	st, err := d.cmds.Executions.Execution(ctx, id)
+	st, err := d.cmds.Webhooks.Execution(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, domain.ErrNotFound) {
 			log.WithError(err).Warn("cannot load execution for delivery; a sweep will retry")
