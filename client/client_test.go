@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/client"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/apikeys"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/client"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // seen is what a fake endpoint received.

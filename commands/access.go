@@ -14,7 +14,7 @@ import (
 // workspace calls it. The workspace is folded from the event store for sessions and tokens
 // alike: a role granted, changed or taken a moment ago already counts, and a token never acts
 // with more than its user's current role holds.
-func (h *Handler) Access(ctx context.Context, workspaceID string, c access.Caller, required string) (access.Grant, error) {
+func (h *Workspaces) Access(ctx context.Context, workspaceID string, c access.Caller, required string) (access.Grant, error) {
 	if !c.Session && c.WorkspaceID != workspaceID {
 		// Refused without a load: a token acts only on its own workspace.
 		return access.Check(workspace.State{ID: workspaceID}, c, required)

@@ -62,7 +62,8 @@ func (l loaded[S]) expected() eventstore.ExpectedRevision {
 
 // load folds stream, reading only the events after a cached state when there is one: streams
 // such as a busy workspace's billing account grow long, and events never change once written.
-func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S]) (loaded[S], error) {
+func load[S any](ctx context.Context, on handler, stream string, agg aggregate[S]) (loaded[S], error) {
+	h := on.base()
 	cur, from, shared := cachedState(h, stream, agg)
 	for {
 		events, err := h.store.ReadStream(ctx, stream, from, readBatch)
@@ -85,7 +86,8 @@ func load[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S
 
 // loadFrom is load when stream's events after cur (the state cachedState gave, shared with
 // the cache) have been read already.
-func loadFrom[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S], events []eventstore.RecordedEvent) (loaded[S], error) {
+func loadFrom[S any](on handler, stream string, agg aggregate[S], cur loaded[S], events []eventstore.RecordedEvent) (loaded[S], error) {
+	h := on.base()
 	cur, _, err := fold(cur, true, agg, stream, events)
 	if err != nil {
 		return cur, err
@@ -95,7 +97,8 @@ func loadFrom[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S],
 
 // cachedState is stream's cached state (shared with the cache) and the revision to read on
 // from, or the zero state and revision 0.
-func cachedState[S any](h *Handler, stream string, agg aggregate[S]) (cur loaded[S], from uint64, shared bool) {
+func cachedState[S any](on handler, stream string, agg aggregate[S]) (cur loaded[S], from uint64, shared bool) {
+	h := on.base()
 	if c, ok := h.cache.get(stream); ok {
 		if l, ok := c.(loaded[S]); ok {
 			return l, l.revision + 1, true
@@ -121,7 +124,8 @@ func fold[S any](cur loaded[S], shared bool, agg aggregate[S], stream string, re
 }
 
 // remember caches a folded stream and returns a state the caller may evolve.
-func remember[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S]) loaded[S] {
+func remember[S any](on handler, stream string, agg aggregate[S], cur loaded[S]) loaded[S] {
+	h := on.base()
 	if cur.exists {
 		h.cache.put(stream, cur)
 		if agg.clone != nil {
@@ -132,22 +136,23 @@ func remember[S any](h *Handler, stream string, agg aggregate[S], cur loaded[S])
 }
 
 // execute loads stream, decides, and appends at the revision read, deciding again on conflict.
-func execute[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (Result, error) {
-	_, res, err := executeFold(ctx, h, stream, agg, decide)
+func execute[S any](ctx context.Context, on handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (Result, error) {
+	_, res, err := executeFold(ctx, on, stream, agg, decide)
 	return res, err
 }
 
 // executeFold is execute that also returns the state after the append (or as read, when the
 // decision was to append nothing). The state is shared with the cache: read it or Evolve it
 // (which copies), never Apply to it.
-func executeFold[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
-	return executeFrom(ctx, h, stream, agg, nil, decide)
+func executeFold[S any](ctx context.Context, on handler, stream string, agg aggregate[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
+	return executeFrom(ctx, on, stream, agg, nil, decide)
 }
 
 // executeFrom is executeFold deciding first on read, a state of stream the caller has just
 // loaded (nil: load it), so a use case that read the stream to check something does not read
 // it twice; a conflict loads it again, as any stale state does.
-func executeFrom[S any](ctx context.Context, h *Handler, stream string, agg aggregate[S], read *loaded[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
+func executeFrom[S any](ctx context.Context, on handler, stream string, agg aggregate[S], read *loaded[S], decide func(S) ([]domain.Event, error)) (S, Result, error) {
+	h := on.base()
 	for attempt := 0; ; attempt++ {
 		var cur loaded[S]
 		var err error
@@ -181,7 +186,8 @@ func executeFrom[S any](ctx context.Context, h *Handler, stream string, agg aggr
 }
 
 // appendEvents encodes and appends events, giving identified events their derived ids.
-func appendEvents(ctx context.Context, h *Handler, stream string, expected eventstore.ExpectedRevision, events []domain.Event) (Result, error) {
+func appendEvents(ctx context.Context, on handler, stream string, expected eventstore.ExpectedRevision, events []domain.Event) (Result, error) {
+	h := on.base()
 	data, err := encodeEvents(ctx, events)
 	if err != nil {
 		return Result{}, err

@@ -44,7 +44,7 @@ type APIKeyMinted struct {
 // CreateAPIKey mints a key for an existing workspace, scoped to workflows of that workspace
 // when any are named. Only the key's hash and public key are recorded; the minted value
 // carries the apiKey and apiSecret for the caller to keep.
-func (h *Handler) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinted, error) {
+func (h *Workspaces) CreateAPIKey(ctx context.Context, c CreateAPIKey) (APIKeyMinted, error) {
 	if _, err := h.Workspace(ctx, c.WorkspaceID); err != nil {
 		return APIKeyMinted{}, err
 	}
@@ -78,14 +78,14 @@ const maxUnknownShown = 5
 // checkAllowedWorkflows refuses a scope naming anything but live workflows of the workspace:
 // such a key could call nothing (SPEC.md 5 rule 2 scopes it to the listed ids only), so it is
 // a mistake to say at once, naming the ids, rather than a key found useless later.
-func (h *Handler) checkAllowedWorkflows(ctx context.Context, workspaceID string, ids []string) error {
+func (h *Workspaces) checkAllowedWorkflows(ctx context.Context, workspaceID string, ids []string) error {
 	ids, err := apikey.NormalizeAllowed(ids)
 	if err != nil {
 		return err
 	}
 	var unknown []string
 	for _, id := range ids {
-		_, err := h.Workflow(ctx, workspaceID, id)
+		_, err := h.workflows.Workflow(ctx, workspaceID, id)
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
 			unknown = append(unknown, id)
@@ -108,12 +108,12 @@ func (h *Handler) checkAllowedWorkflows(ctx context.Context, workspaceID string,
 }
 
 // RevokeAPIKey revokes a key; revoking it again succeeds without a new event.
-func (h *Handler) RevokeAPIKey(ctx context.Context, id string) error {
+func (h *Workspaces) RevokeAPIKey(ctx context.Context, id string) error {
 	return h.RevokeAPIKeyWithReason(ctx, id, "")
 }
 
 // RevokeAPIKeyWithReason revokes a key and records why.
-func (h *Handler) RevokeAPIKeyWithReason(ctx context.Context, id, reason string) error {
+func (h *Workspaces) RevokeAPIKeyWithReason(ctx context.Context, id, reason string) error {
 	id, err := canonicalKeyID(id)
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func (h *Handler) RevokeAPIKeyWithReason(ctx context.Context, id, reason string)
 
 // APIKey folds the key with id from the event store, so a key is visible the instant its
 // creation was acknowledged; an unknown id is domain.ErrNotFound.
-func (h *Handler) APIKey(ctx context.Context, id string) (apikey.State, error) {
+func (h *Workspaces) APIKey(ctx context.Context, id string) (apikey.State, error) {
 	id, err := canonicalKeyID(id)
 	if err != nil {
 		return apikey.State{}, err

@@ -15,12 +15,13 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/apikeys"
 	"github.com/switchyard/switchyard/internal/testdb"
 )
 
-func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler {
+func newAPIKeyTestHandler(t *testing.T, now func() time.Time) (*commands.Commands, eventstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
@@ -32,17 +33,17 @@ func newAPIKeyTestHandler(t *testing.T, now func() time.Time) *commands.Handler 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return commands.New(store, commands.WithClock(now))
+	return commands.New(store, commands.WithClock(now)), store
 }
 
-func newAPIKeyTestWorkspace(t *testing.T, h *commands.Handler) string {
+func newAPIKeyTestWorkspace(t *testing.T, h *commands.Commands) string {
 	t.Helper()
 	ctx := context.Background()
 	email := "owner-" + uuid.NewString()[:8] + "@example.com"
-	if _, err := h.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+	if _, err := h.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := h.CreateWorkspace(ctx, "Keys", email)
+	ws, err := h.Workspaces.CreateWorkspace(ctx, "Keys", email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +51,13 @@ func newAPIKeyTestWorkspace(t *testing.T, h *commands.Handler) string {
 }
 
 // newAPIKeyTestWorkflow creates a workflow named name in ws and returns its id.
-func newAPIKeyTestWorkflow(t *testing.T, h *commands.Handler, ws, name string) string {
+func newAPIKeyTestWorkflow(t *testing.T, h *commands.Commands, ws, name string) string {
 	t.Helper()
 	var d workflow.Definition
 	if err := json.Unmarshal([]byte(`{"name": "`+name+`", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &d); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := h.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	wf, err := h.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +69,11 @@ func newAPIKeyTestWorkflow(t *testing.T, h *commands.Handler, ws, name string) s
 // console and the CLI all create keys here).
 func TestAPIKeyScopeNamesWorkflowsOfItsWorkspace(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, _ := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws, other := newAPIKeyTestWorkspace(t, h), newAPIKeyTestWorkspace(t, h)
 	mine, theirs, gone := newAPIKeyTestWorkflow(t, h, ws, "Mine"), newAPIKeyTestWorkflow(t, h, other, "Theirs"), newAPIKeyTestWorkflow(t, h, ws, "Gone")
-	if err := h.DeleteWorkflow(ctx, ws, gone); err != nil {
+	if err := h.Workflows.DeleteWorkflow(ctx, ws, gone); err != nil {
 		t.Fatal(err)
 	}
 	nothing := uuid.NewString()
@@ -85,13 +86,13 @@ func TestAPIKeyScopeNamesWorkflowsOfItsWorkspace(t *testing.T) {
 		"a deleted one":              {[]string{gone}, `"` + gone + `"`},
 		"more than the message says": {[]string{"a", "b", "c", "d", "e", "f", "g", mine}, `"a", "b", "c", "d", "e" and 2 more`},
 	} {
-		_, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: name, AllowedWorkflowIDs: c.ids})
+		_, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: name, AllowedWorkflowIDs: c.ids})
 		var ve *domain.ValidationError
 		if !errors.As(err, &ve) || ve.Field != "allowedWorkflowIds" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a 400 on allowedWorkflowIds saying %s", name, err, c.want)
 		}
 	}
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{mine}})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, AllowedWorkflowIDs: []string{mine}})
 	if err != nil || len(m.AllowedWorkflowIDs) != 1 || m.AllowedWorkflowIDs[0] != mine {
 		t.Fatalf("a key scoped to a workflow of its workspace: %+v %v", m, err)
 	}
@@ -99,13 +100,13 @@ func TestAPIKeyScopeNamesWorkflowsOfItsWorkspace(t *testing.T) {
 
 func TestCreateAndRevokeAPIKey(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, store := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
 	expires := now.Add(24 * time.Hour)
 	wf := newAPIKeyTestWorkflow(t, h, ws, "Deploy")
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{wf, " " + wf}, ExpiresAt: &expires})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "CI", AllowedWorkflowIDs: []string{wf, " " + wf}, ExpiresAt: &expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		t.Errorf("allowedWorkflowIds %v", got)
 	}
 
-	s, err := h.APIKey(ctx, m.ID)
+	s, err := h.Workspaces.APIKey(ctx, m.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		t.Fatal("stored public key does not match the returned secret")
 	}
 	// The secret is in no event: nothing in the stream contains it.
-	evs, err := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10)
+	evs, err := store.ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,39 +156,39 @@ func TestCreateAndRevokeAPIKey(t *testing.T) {
 		}
 	}
 
-	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+	if err := h.Workspaces.RevokeAPIKey(ctx, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.RevokeAPIKey(ctx, m.ID); err != nil {
+	if err := h.Workspaces.RevokeAPIKey(ctx, m.ID); err != nil {
 		t.Fatalf("second revoke: %v", err)
 	}
-	if s, _ := h.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
+	if s, _ := h.Workspaces.APIKey(ctx, m.ID); !s.Revoked || s.RevokedAt == nil {
 		t.Fatalf("after revoke %+v", s)
 	}
-	if evs, _ := h.Store().ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
+	if evs, _ := store.ReadStream(ctx, commands.APIKeyStream(m.ID), 0, 10); len(evs) != 2 {
 		t.Fatalf("%d events after two revocations, want 2", len(evs))
 	}
 }
 
 func TestAPIKeyErrors(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h := newAPIKeyTestHandler(t, func() time.Time { return now })
+	h, _ := newAPIKeyTestHandler(t, func() time.Time { return now })
 	ctx := context.Background()
 	ws := newAPIKeyTestWorkspace(t, h)
 
 	// A workspace id that is no UUID (NUL, invalid UTF-8 among them) is an unknown workspace,
 	// never a store error.
 	for _, id := range []string{uuid.NewString(), "default", "\x00", "\xff"} {
-		if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: id}); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: id}); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("workspace %q: %v", id, err)
 		}
 	}
 	past := now.Add(-time.Minute)
 	var ve *domain.ValidationError
-	if _, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, ExpiresAt: &past}); !errors.As(err, &ve) || ve.Field != "expiresAt" {
+	if _, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, ExpiresAt: &past}); !errors.As(err, &ve) || ve.Field != "expiresAt" {
 		t.Fatalf("past expiry: %v", err)
 	}
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +196,15 @@ func TestAPIKeyErrors(t *testing.T) {
 		t.Fatalf("defaults %+v", m)
 	}
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
-		if _, err := h.APIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := h.Workspaces.APIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("APIKey(%q): %v", id, err)
 		}
-		if err := h.RevokeAPIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if err := h.Workspaces.RevokeAPIKey(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("RevokeAPIKey(%q): %v", id, err)
 		}
 	}
 	// Upper-case ids name the same stream.
-	if _, err := h.APIKey(ctx, string(bytes.ToUpper([]byte(m.ID)))); err != nil {
+	if _, err := h.Workspaces.APIKey(ctx, string(bytes.ToUpper([]byte(m.ID)))); err != nil {
 		t.Fatalf("upper-case id: %v", err)
 	}
 }

@@ -27,8 +27,8 @@ type RegisterApp struct {
 }
 
 // RegisterApp records a draft app owned by an existing user and returns its client id.
-func (h *Handler) RegisterApp(ctx context.Context, c RegisterApp) (string, error) {
-	if _, err := h.User(ctx, c.OwnerUserID); err != nil {
+func (h *Apps) RegisterApp(ctx context.Context, c RegisterApp) (string, error) {
+	if _, err := h.users.User(ctx, c.OwnerUserID); err != nil {
 		return "", fmt.Errorf("app owner: %w", err)
 	}
 	id := uuid.NewString()
@@ -40,18 +40,18 @@ func (h *Handler) RegisterApp(ctx context.Context, c RegisterApp) (string, error
 
 // UpdateApp replaces the metadata of a draft or a submitted app (which goes back to draft: the
 // edit needs its own review); an approved app answers a conflict (409).
-func (h *Handler) UpdateApp(ctx context.Context, clientID string, m app.Metadata) error {
+func (h *Apps) UpdateApp(ctx context.Context, clientID string, m app.Metadata) error {
 	return h.onApp(ctx, "update app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideUpdate(s, m, h.now()) })
 }
 
 // SubmitApp puts the app in the review queue.
-func (h *Handler) SubmitApp(ctx context.Context, clientID string) error {
+func (h *Apps) SubmitApp(ctx context.Context, clientID string) error {
 	return h.onApp(ctx, "submit app", clientID, func(s app.State) ([]domain.Event, error) { return app.DecideSubmit(s, h.now()) })
 }
 
 // ApproveApp makes revision of a submitted app live (staff only: the caller checks). revision
 // is the one the reviewer saw; app.ErrRevisionChanged when the app changed since.
-func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string, revision int) error {
+func (h *Apps) ApproveApp(ctx context.Context, clientID, reviewerID string, revision int) error {
 	return h.onApp(ctx, "approve app", clientID, func(s app.State) ([]domain.Event, error) {
 		return app.DecideApprove(s, reviewerID, revision, h.now())
 	})
@@ -60,7 +60,7 @@ func (h *Handler) ApproveApp(ctx context.Context, clientID, reviewerID string, r
 // RevertApp sends the app back to draft and invalidates its client secret (staff only: the
 // caller checks). Tokens already issued to the app stop working with the app: the token
 // endpoint and bearer checks require a live app.
-func (h *Handler) RevertApp(ctx context.Context, clientID, reviewerID, reason string) error {
+func (h *Apps) RevertApp(ctx context.Context, clientID, reviewerID, reason string) error {
 	return h.onApp(ctx, "revert app", clientID, func(s app.State) ([]domain.Event, error) {
 		return app.DecideRevert(s, reviewerID, reason, h.now())
 	})
@@ -68,7 +68,7 @@ func (h *Handler) RevertApp(ctx context.Context, clientID, reviewerID, reason st
 
 // IssueAppSecret issues a new client secret, replacing any earlier one, and returns it. Only its
 // hash is recorded: this return value is the one place the secret exists.
-func (h *Handler) IssueAppSecret(ctx context.Context, clientID string) (string, error) {
+func (h *Apps) IssueAppSecret(ctx context.Context, clientID string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("client secret: %w", err)
@@ -84,7 +84,7 @@ func (h *Handler) IssueAppSecret(ctx context.Context, clientID string) (string, 
 }
 
 // App folds the app with clientID from the event store; unknown is domain.ErrNotFound.
-func (h *Handler) App(ctx context.Context, clientID string) (app.State, error) {
+func (h *Apps) App(ctx context.Context, clientID string) (app.State, error) {
 	id, err := canonicalID("app", clientID)
 	if err != nil {
 		return app.State{}, err
@@ -99,7 +99,7 @@ func (h *Handler) App(ctx context.Context, clientID string) (app.State, error) {
 	return a.state, nil
 }
 
-func (h *Handler) onApp(ctx context.Context, op, clientID string, decide func(app.State) ([]domain.Event, error)) error {
+func (h *Apps) onApp(ctx context.Context, op, clientID string, decide func(app.State) ([]domain.Event, error)) error {
 	id, err := canonicalID("app", clientID)
 	if err != nil {
 		return err

@@ -60,8 +60,8 @@ type GrantAuthorization struct {
 // authorization code (the code exists only in this return value). Only a member of the
 // workspace consents, and only to what their role holds there: requested scopes beyond the
 // role are dropped (access.WithinRole; the consent page said which).
-func (h *Handler) GrantAuthorization(ctx context.Context, c GrantAuthorization) (id, code string, err error) {
-	ws, err := h.Workspace(ctx, c.WorkspaceID)
+func (h *Apps) GrantAuthorization(ctx context.Context, c GrantAuthorization) (id, code string, err error) {
+	ws, err := h.workspaces.Workspace(ctx, c.WorkspaceID)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return "", "", wrap("grant authorization", err)
 	}
@@ -96,7 +96,7 @@ type RedeemCode struct {
 // failure is grant.ErrInvalidGrant. A code used before revokes the authorization, and
 // with it every token issued from the code (RFC 6749 4.1.2). The append expects the revision
 // read, so of two concurrent exchanges of one code exactly one succeeds.
-func (h *Handler) RedeemCode(ctx context.Context, c RedeemCode) (grant.State, string, error) {
+func (h *Apps) RedeemCode(ctx context.Context, c RedeemCode) (grant.State, string, error) {
 	id, ok := AuthorizationOfToken(c.Code)
 	if !ok {
 		return grant.State{}, "", grant.ErrInvalidGrant
@@ -116,7 +116,7 @@ func (h *Handler) RedeemCode(ctx context.Context, c RedeemCode) (grant.State, st
 // concurrent refreshes of one token never both succeed: both append at the revision they read,
 // the loser gets a conflict and answers invalid_grant (without revoking: that was a race of the
 // legitimate client, not a replay; a later replay of the token does revoke).
-func (h *Handler) RefreshAuthorization(ctx context.Context, clientID, token string, ttl time.Duration) (grant.State, string, error) {
+func (h *Apps) RefreshAuthorization(ctx context.Context, clientID, token string, ttl time.Duration) (grant.State, string, error) {
 	id, ok := AuthorizationOfToken(token)
 	if !ok {
 		return grant.State{}, "", grant.ErrInvalidGrant
@@ -131,7 +131,7 @@ func (h *Handler) RefreshAuthorization(ctx context.Context, clientID, token stri
 	}, next, grant.ReasonRefreshUse)
 }
 
-func (h *Handler) advanceChain(ctx context.Context, id string, decide func(grant.State) ([]domain.Event, error), token, replayReason string) (grant.State, string, error) {
+func (h *Apps) advanceChain(ctx context.Context, id string, decide func(grant.State) ([]domain.Event, error), token, replayReason string) (grant.State, string, error) {
 	stream := AuthorizationStream(id)
 	cur, err := load(ctx, h, stream, authorizationAgg)
 	if err != nil {
@@ -165,7 +165,7 @@ func (h *Handler) advanceChain(ctx context.Context, id string, decide func(grant
 }
 
 // RevokeAuthorization revokes an authorization; revoking it again succeeds without a new event.
-func (h *Handler) RevokeAuthorization(ctx context.Context, id, reason string) error {
+func (h *Apps) RevokeAuthorization(ctx context.Context, id, reason string) error {
 	id, err := canonicalID("authorization", id)
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (h *Handler) RevokeAuthorization(ctx context.Context, id, reason string) er
 
 // Authorization folds the authorization with id from the event store, so a revocation is seen
 // by the next request, not when a read model catches up.
-func (h *Handler) Authorization(ctx context.Context, id string) (grant.State, error) {
+func (h *Apps) Authorization(ctx context.Context, id string) (grant.State, error) {
 	id, err := canonicalID("authorization", id)
 	if err != nil {
 		return grant.State{}, err

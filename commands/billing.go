@@ -17,8 +17,8 @@ func BillingStream(workspaceID string) string {
 }
 
 // TopUp adds paid credit to a workspace. A non-empty reference makes the top-up idempotent.
-func (h *Handler) TopUp(ctx context.Context, workspaceID string, amount billing.Credits, reference string) (Result, error) {
-	if _, err := h.Workspace(ctx, workspaceID); err != nil {
+func (h *Billing) TopUp(ctx context.Context, workspaceID string, amount billing.Credits, reference string) (Result, error) {
+	if _, err := h.workspaces.Workspace(ctx, workspaceID); err != nil {
 		return Result{}, err
 	}
 	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
@@ -31,8 +31,8 @@ func (h *Handler) TopUp(ctx context.Context, workspaceID string, amount billing.
 }
 
 // RenewPlan starts a new plan period with included credits.
-func (h *Handler) RenewPlan(ctx context.Context, workspaceID string, included billing.Credits) (Result, error) {
-	if _, err := h.Workspace(ctx, workspaceID); err != nil {
+func (h *Billing) RenewPlan(ctx context.Context, workspaceID string, included billing.Credits) (Result, error) {
+	if _, err := h.workspaces.Workspace(ctx, workspaceID); err != nil {
 		return Result{}, err
 	}
 	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
@@ -43,7 +43,7 @@ func (h *Handler) RenewPlan(ctx context.Context, workspaceID string, included bi
 
 // Charge bills amount to the workspace for cause, once: a cause charged before is absorbed by
 // the idempotent append of its derived event id, wherever in the stream that charge landed.
-func (h *Handler) Charge(ctx context.Context, workspaceID, cause string, amount billing.Credits) (Result, error) {
+func (h *Billing) Charge(ctx context.Context, workspaceID, cause string, amount billing.Credits) (Result, error) {
 	res, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
 		return billing.DecideCharge(s, workspaceID, cause, amount, h.now())
 	})
@@ -54,7 +54,7 @@ func (h *Handler) Charge(ctx context.Context, workspaceID, cause string, amount 
 }
 
 // Balance folds the workspace's billing account from the event store.
-func (h *Handler) Balance(ctx context.Context, workspaceID string) (billing.State, error) {
+func (h *Billing) Balance(ctx context.Context, workspaceID string) (billing.State, error) {
 	b, err := load(ctx, h, BillingStream(workspaceID), billingAgg)
 	if err != nil {
 		return billing.State{}, err
@@ -72,7 +72,7 @@ type ChargeRequest struct {
 // ChargeMany bills several causes of one workspace in one append, so that many executions
 // finishing at once do not each contend for the billing stream's next revision. The result
 // holds, per request, nil (charged, now or before) or ErrInsufficientCredits.
-func (h *Handler) ChargeMany(ctx context.Context, workspaceID string, reqs []ChargeRequest) ([]error, error) {
+func (h *Billing) ChargeMany(ctx context.Context, workspaceID string, reqs []ChargeRequest) ([]error, error) {
 	results := make([]error, len(reqs))
 	_, err := execute(ctx, h, BillingStream(workspaceID), billingAgg, func(s billing.State) ([]domain.Event, error) {
 		var events []domain.Event

@@ -36,19 +36,6 @@ func NewRequestClaim(key, owner []byte, until time.Time, settle func(ctx context
 	return &RequestClaim{claim: eventstore.Claim{Key: key, Owner: owner, Until: until}, settle: settle}
 }
 
-type requestClaimKey struct{}
-
-// WithRequestClaim attaches the request's claim to ctx.
-func WithRequestClaim(ctx context.Context, c *RequestClaim) context.Context {
-	return context.WithValue(ctx, requestClaimKey{}, c)
-}
-
-// RequestClaimFrom is the claim ctx carries, nil when none.
-func RequestClaimFrom(ctx context.Context) *RequestClaim {
-	c, _ := ctx.Value(requestClaimKey{}).(*RequestClaim)
-	return c
-}
-
 // Settle takes the signature now unless it is taken already, and answers ErrReplayed when
 // another request holds it. The answer is kept: later calls make no round trip. A store error
 // is returned as it is and keeps nothing, so a later call tries again. Taking it again after
@@ -147,7 +134,7 @@ func (c *RequestClaim) refusedBy(ce *eventstore.ClaimedError) bool {
 }
 
 // takesClaims reports whether the store takes claims in its commits (eventstore.ClaimStore).
-func (h *Handler) takesClaims() bool {
+func (h *core) takesClaims() bool {
 	_, ok := h.store.(eventstore.ClaimStore)
 	return ok
 }

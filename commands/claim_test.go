@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // runFirstItem is the charge-batch item of a call run first: its submit, outcome and charge,
@@ -30,10 +31,8 @@ func runFirstItem(t *testing.T, ws string, key, owner []byte) (commands.ChargedF
 	claim := commands.NewRequestClaim(key, owner, time.Now().Add(time.Minute),
 		func(context.Context) (bool, error) { return false, errors.New("not settled in this test") })
 	return commands.ChargedFinish{ExecutionID: id, Create: create, Claim: claim,
-		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
-		Finish: func(s execution.State) ([]domain.Event, error) {
-			return execution.DecideCompleteFirst(s, chargeWorker, json.RawMessage(`{}`), billing.FromWhole(1), time.Now())
-		}}, claim
+		Charge:  commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
+		Outcome: commands.Outcome{Worker: chargeWorker, Output: json.RawMessage(`{}`), Usage: billing.FromWhole(1)}}, claim
 }
 
 // A charge batch takes its calls' signature claims in its commit. A call whose signature a
@@ -50,7 +49,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	for i, k := range keys {
 		items[i], claims[i] = runFirstItem(t, ws, k, []byte("a replay or not"))
 	}
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	if !errors.Is(claims[1].Settle(context.Background()), commands.ErrReplayed) {
 		t.Fatal("the replay's claim does not settle as a replay")
 	}
-	if _, err := commands.New(env.Store).Execution(context.Background(), items[1].ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := commands.New(env.Store).Executions.Execution(context.Background(), items[1].ExecutionID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the replay's execution: %v, want not found", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
@@ -119,9 +118,8 @@ func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
 		h := commands.New(orderedStore{Store: env.Store, log: &log})
 		claim := commands.NewRequestClaim(randomKey(), []byte("owner"), time.Now().Add(time.Minute),
 			func(context.Context) (bool, error) { log = append(log, "settle"); return held, nil })
-		ctx := commands.WithRequestClaim(context.Background(), claim)
-		_, err := h.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
-			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1})
+		_, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
 		switch {
 		case held && (!errors.Is(err, commands.ErrReplayed) || len(log) != 1):
 			t.Fatalf("a replay's submit: %v, calls %v; want ErrReplayed after one settle and no append", err, log)
@@ -131,28 +129,42 @@ func TestSubmitSettlesItsClaimFirstOnAStoreWithoutClaims(t *testing.T) {
 	}
 }
 
-// A call's caller may learn that its signature is a replay's (and answer 401) while a charge
-// batch is planning the call: the batch must still carry the claim, which the first request's
-// row refuses, so the call is neither created nor charged. Finish runs in the middle of the
-// planning, so settling there is that moment.
+// settlingStore settles a claim when a charge batch is written: the caller of a call the batch
+// has planned learns then that its signature is a replay's (and answers 401).
+type settlingStore struct {
+	eventstore.Store
+	settle func()
+}
+
+func (s settlingStore) TakesClaims() bool { return true }
+
+func (s settlingStore) AppendMulti(ctx context.Context, parts ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	s.settle()
+	return s.Store.AppendMulti(ctx, parts...)
+}
+
+// A call's caller may learn that its signature is a replay's (and answer 401) once a charge
+// batch has planned the call: the batch carries the claim whatever is known of it (the claim's
+// carried, internal test), and the first request's row refuses it, so the call is neither
+// created nor charged.
 func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 	env := testenv.New(t)
-	h := commands.New(env.Store)
 	ws := env.Workspace(t, 10)
 	held := holdClaim(t, env)
 	item, _ := runFirstItem(t, ws, held[:], []byte("the replay"))
 	claim := commands.NewRequestClaim(held[:], []byte("the replay"), time.Now().Add(time.Minute),
 		func(context.Context) (bool, error) { return true, nil }) // the guard finds the first request's row
 	item.Claim = claim
-	finish := item.Finish
-	item.Finish = func(s execution.State) ([]domain.Event, error) {
-		if err := claim.Settle(context.Background()); !errors.Is(err, commands.ErrReplayed) {
-			t.Errorf("settle: %v, want ErrReplayed", err)
-		}
-		return finish(s)
-	}
+	var once sync.Once
+	h := commands.New(settlingStore{Store: env.Store, settle: func() {
+		once.Do(func() {
+			if err := claim.Settle(context.Background()); !errors.Is(err, commands.ErrReplayed) {
+				t.Errorf("settle: %v, want ErrReplayed", err)
+			}
+		})
+	}})
 	other, _ := runFirstItem(t, ws, randomKey(), []byte("another call"))
-	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{item, other})
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{item, other})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +174,7 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 	if res[1].Err != nil || !res[1].Recorded {
 		t.Fatalf("the other item: %+v, want recorded", res[1])
 	}
-	if _, err := commands.New(env.Store).Execution(context.Background(), item.ExecutionID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := commands.New(env.Store).Executions.Execution(context.Background(), item.ExecutionID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the replay's execution: %v, want not found", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(9) {

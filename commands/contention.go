@@ -26,7 +26,7 @@ const (
 // takeTurn waits for a turn on stream, reading it on from revision from, when another process
 // has recently appended to it under this one; nil when there is no turn to take (no recent
 // contention, a store without turns, or no turn within turnWait).
-func (h *Handler) takeTurn(ctx context.Context, stream string, from uint64) eventstore.Turn {
+func (h *Charges) takeTurn(ctx context.Context, stream string, from uint64) eventstore.Turn {
 	at, ok := h.contended.Load(stream)
 	if !ok {
 		return nil
@@ -59,7 +59,7 @@ type AccountTurn struct {
 // AwaitAccountTurn waits for a turn on the workspace's account when this process takes turns
 // on it (another process charged it under this one recently), and returns nil otherwise. Pass
 // it to ChargeAndFinishIn, which ends it.
-func (h *Handler) AwaitAccountTurn(ctx context.Context, workspaceID string) *AccountTurn {
+func (h *Charges) AwaitAccountTurn(ctx context.Context, workspaceID string) *AccountTurn {
 	stream := BillingStream(workspaceID)
 	cur, from, _ := cachedState(h, stream, billingAgg)
 	turn := h.takeTurn(ctx, stream, from)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // refusalCounter counts the multi appends refused for a moved stream, and passes the store's
@@ -59,16 +59,16 @@ func TestChargersOfOneWorkspaceTakeTurns(t *testing.T) {
 	ws := env.Workspace(t, 2*n+2)
 	ids := submitEchoes(t, a, ws, 2*n+2)
 	// Each is refused once, in turn: it charges on an account the other has moved.
-	for i, pair := range [][2]*commands.Handler{{a, b}, {b, a}} {
+	for i, pair := range [][2]*commands.Commands{{a, b}, {b, a}} {
 		stale, mover := pair[0], pair[1]
-		if _, err := stale.Balance(context.Background(), ws); err != nil { // caches the account
+		if _, err := stale.Billing.Balance(context.Background(), ws); err != nil { // caches the account
 			t.Fatal(err)
 		}
-		if _, err := mover.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(mover, ids[2*i])}); err != nil {
+		if _, err := mover.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(mover, ids[2*i])}); err != nil {
 			t.Fatal(err)
 		}
 		before := store.refused.Load()
-		if _, err := stale.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(stale, ids[2*i+1])}); err != nil {
+		if _, err := stale.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(stale, ids[2*i+1])}); err != nil {
 			t.Fatal(err)
 		}
 		if store.refused.Load() != before+1 {
@@ -77,12 +77,12 @@ func TestChargersOfOneWorkspaceTakeTurns(t *testing.T) {
 	}
 	store.refused.Store(0)
 	var wg sync.WaitGroup
-	for i, h := range []*commands.Handler{a, b} {
+	for i, h := range []*commands.Commands{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, id := range ids[4+i*(n-1) : 4+(i+1)*(n-1)] {
-				res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, id)})
+				res, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, id)})
 				if err != nil || !res[0].Recorded {
 					t.Errorf("charge of %s: %+v, %v", id, res, err)
 					return
@@ -109,45 +109,45 @@ func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
 	ws := env.Workspace(t, 4)
 	ids := submitEchoes(t, a, ws, 4)
 	ctx := context.Background()
-	if held := a.AwaitAccountTurn(ctx, ws); held != nil {
+	if held := a.Charges.AwaitAccountTurn(ctx, ws); held != nil {
 		held.End()
 		t.Fatal("a process that was never refused on the account took a turn on it")
 	}
 	// a is refused once, for an account b moved under its cached one: it takes turns now.
-	if _, err := a.Balance(ctx, ws); err != nil {
+	if _, err := a.Billing.Balance(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
-	for i, h := range []*commands.Handler{b, a} {
-		if _, err := h.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(h, ids[i])}); err != nil {
+	for i, h := range []*commands.Commands{b, a} {
+		if _, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(h, ids[i])}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// b moves the account again; a's turn reads that charge on from a's cached account, and
 	// its batch takes the last two credits without a refusal.
-	if _, err := b.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(b, ids[2])}); err != nil {
+	if _, err := b.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(b, ids[2])}); err != nil {
 		t.Fatal(err)
 	}
-	unused := a.AwaitAccountTurn(ctx, ws)
+	unused := a.Charges.AwaitAccountTurn(ctx, ws)
 	if unused == nil {
 		t.Fatal("a process refused on the account took no turn on it")
 	}
 	unused.End()
-	held := a.AwaitAccountTurn(ctx, ws) // within turnWait only if End released the lock
+	held := a.Charges.AwaitAccountTurn(ctx, ws) // within turnWait only if End released the lock
 	if held == nil {
 		t.Fatal("no turn after the last one ended unused")
 	}
-	if _, err := a.Balance(ctx, ws); err != nil { // the process reads the account meanwhile
+	if _, err := a.Billing.Balance(ctx, ws); err != nil { // the process reads the account meanwhile
 		t.Fatal(err)
 	}
 	refused := store.refused.Load()
-	res, err := a.ChargeAndFinishIn(ctx, held, ws, []commands.ChargedFinish{claimAndComplete(a, ids[3])})
+	res, err := a.Charges.ChargeAndFinishIn(ctx, held, ws, []commands.ChargedFinish{claimAndComplete(a, ids[3])})
 	if err != nil || res[0].Err != nil || !res[0].Recorded {
 		t.Fatalf("charge in the awaited turn: %+v, %v", res, err)
 	}
 	if got := store.refused.Load() - refused; got != 0 {
 		t.Fatalf("the batch in the awaited turn was refused %d times, want none", got)
 	}
-	for _, h := range []*commands.Handler{commands.New(env.Store), a} {
+	for _, h := range []*commands.Commands{commands.New(env.Store), a} {
 		if got := balance(t, h, ws); got != 0 {
 			t.Fatalf("balance %s after four charges of four credits, want 0", got)
 		}

@@ -34,7 +34,7 @@ func ExecutionStream(id string) string { return eventstore.StreamName(execution.
 // A balance read less than balanceTTL ago that covers the cost is trusted without reading the
 // stream again: the check is advisory (the charge decides), and the billing stream of a busy
 // workspace is the hottest read of a submit. A balance that seems short is always re-read.
-func (h *Handler) checkBalance(ctx context.Context, workspaceID string, costMilli int64) error {
+func (h *balanceCheck) checkBalance(ctx context.Context, workspaceID string, costMilli int64) error {
 	if costMilli <= 0 {
 		return nil
 	}
@@ -58,12 +58,12 @@ func (h *Handler) checkBalance(ctx context.Context, workspaceID string, costMill
 // submits that find the remembered balance expired together share one read: each would
 // otherwise read and decode the same charges, and where another process charges the account
 // that is every charge since the last read, once per waiting submit.
-func (h *Handler) readBalance(ctx context.Context, workspaceID string) (billing.Credits, error) {
+func (h *balanceCheck) readBalance(ctx context.Context, workspaceID string) (billing.Credits, error) {
 	read := h.balanceReads.DoChan(workspaceID, func() (any, error) {
 		// One caller's cancellation must not fail the others sharing its read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), balanceReadTimeout)
 		defer cancel()
-		b, err := h.Balance(rctx, workspaceID)
+		b, err := h.billing.Balance(rctx, workspaceID)
 		if err != nil {
 			return billing.Credits(0), err
 		}
@@ -122,7 +122,7 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 }
 
 // Execution folds an execution from the event store (read-your-writes for GET).
-func (h *Handler) Execution(ctx context.Context, id string) (execution.State, error) {
+func (h *executionStreams) Execution(ctx context.Context, id string) (execution.State, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return execution.State{}, fmt.Errorf("execution %q: %w", id, domain.ErrNotFound)
 	}
@@ -139,7 +139,7 @@ func (h *Handler) Execution(ctx context.Context, id string) (execution.State, er
 // CachedExecution is the execution as this process last wrote or read it, when that is at
 // revision or later, without a read: a reactor woken by an event this process wrote needs
 // none.
-func (h *Handler) CachedExecution(id string, revision uint64) (execution.State, bool) {
+func (h *executionStreams) CachedExecution(id string, revision uint64) (execution.State, bool) {
 	c, ok := h.cache.get(ExecutionStream(id))
 	if !ok {
 		return execution.State{}, false
@@ -154,14 +154,14 @@ func (h *Handler) CachedExecution(id string, revision uint64) (execution.State, 
 // ClaimExecution starts the execution's next attempt for worker, leased until now plus the
 // lease it asks for the state (leases depend on the module). execution.ErrNotClaimable means
 // another worker has it or it is finished.
-func (h *Handler) ClaimExecution(ctx context.Context, id, worker string, lease func(execution.State) time.Duration) (execution.State, error) {
+func (h *Attempts) ClaimExecution(ctx context.Context, id, worker string, lease func(execution.State) time.Duration) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideStart(s, worker, lease(s), h.now())
 	})
 }
 
 // CompleteExecution records worker's output for attempt and the credits billed for it.
-func (h *Handler) CompleteExecution(ctx context.Context, id, worker string, attempt int, output json.RawMessage, usage billing.Credits) (execution.State, error) {
+func (h *Attempts) CompleteExecution(ctx context.Context, id, worker string, attempt int, output json.RawMessage, usage billing.Credits) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideComplete(s, worker, attempt, output, usage, h.now())
 	})
@@ -169,13 +169,13 @@ func (h *Handler) CompleteExecution(ctx context.Context, id, worker string, atte
 
 // FailExecution records a failed attempt, to be retried after backoff while attempts remain
 // and retry is true.
-func (h *Handler) FailExecution(ctx context.Context, id, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration) (execution.State, error) {
+func (h *Attempts) FailExecution(ctx context.Context, id, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideFail(s, worker, attempt, failure, retry, backoff, h.now())
 	})
 }
 
-func (h *Handler) changeExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, error) {
+func (h *executionChanges) changeExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, error) {
 	if after, ok, err := h.changeCachedExecution(ctx, id, decide); ok {
 		return after, err
 	}
@@ -200,7 +200,7 @@ const eventsBatch = 256
 // ReadEvents reads stream's events from revision from to its end, decoding each for apply,
 // and returns the revision after the last one read (from when none was). A stream that does
 // not exist is empty. It serves readers that follow a stream as it grows (SSE).
-func (h *Handler) ReadEvents(ctx context.Context, stream string, from uint64, apply func(rev uint64, ev domain.Event) error) (uint64, error) {
+func (h *executionStreams) ReadEvents(ctx context.Context, stream string, from uint64, apply func(rev uint64, ev domain.Event) error) (uint64, error) {
 	for {
 		recs, err := h.store.ReadStream(ctx, stream, from, eventsBatch)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -231,7 +231,7 @@ func (h *Handler) ReadEvents(ctx context.Context, stream string, from uint64, ap
 // the append fail if it does not. It reports false (nothing done) when there is no cached
 // state, when the append loses (the stream moved on), or when the decision appends nothing or
 // refuses: a refusal may come from a stale state, so the caller decides again on a fresh read.
-func (h *Handler) changeCachedExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, bool, error) {
+func (h *executionChanges) changeCachedExecution(ctx context.Context, id string, decide func(execution.State) ([]domain.Event, error)) (execution.State, bool, error) {
 	stream := ExecutionStream(id)
 	c, ok := h.cache.get(stream)
 	if !ok {

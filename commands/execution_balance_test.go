@@ -56,7 +56,7 @@ func TestSubmitsShareOneBalanceRead(t *testing.T) {
 		errs := make([]error, callers)
 		var wg sync.WaitGroup
 		for i := range callers {
-			wg.Go(func() { errs[i] = h.checkBalance(t.Context(), "w1", 1000) })
+			wg.Go(func() { errs[i] = h.Executions.checkBalance(t.Context(), "w1", 1000) })
 		}
 		synctest.Wait() // every caller is waiting: on the read, or on another's
 		if n := store.reads.Load(); n != 1 {
@@ -70,14 +70,14 @@ func TestSubmitsShareOneBalanceRead(t *testing.T) {
 			}
 		}
 		// The read is remembered: a check within balanceTTL reads nothing.
-		if err := h.checkBalance(t.Context(), "w1", 1000); err != nil {
+		if err := h.Executions.checkBalance(t.Context(), "w1", 1000); err != nil {
 			t.Fatal(err)
 		}
 		if n := store.reads.Load(); n != 1 {
 			t.Errorf("%d reads after a check within the TTL, want 1", n)
 		}
 		// A cost above the shared balance is refused by every caller.
-		if err := h.checkBalance(t.Context(), "w1", 11_000); !errors.Is(err, domain.ErrInsufficientCredits) {
+		if err := h.Executions.checkBalance(t.Context(), "w1", 11_000); !errors.Is(err, domain.ErrInsufficientCredits) {
 			t.Errorf("a cost above the balance: %v, want ErrInsufficientCredits", err)
 		}
 	})
@@ -92,9 +92,9 @@ func TestABalanceReadOutlivesItsFirstCaller(t *testing.T) {
 		first, cancel := context.WithCancel(t.Context())
 		var firstErr, secondErr error
 		var wg sync.WaitGroup
-		wg.Go(func() { firstErr = h.checkBalance(first, "w1", 1000) })
+		wg.Go(func() { firstErr = h.Executions.checkBalance(first, "w1", 1000) })
 		synctest.Wait()
-		wg.Go(func() { secondErr = h.checkBalance(t.Context(), "w1", 1000) })
+		wg.Go(func() { secondErr = h.Executions.checkBalance(t.Context(), "w1", 1000) })
 		synctest.Wait()
 		cancel()
 		synctest.Wait() // the first caller has returned; the read is still held

@@ -17,7 +17,7 @@ import (
 // the caller charges and records each execution the separate way.
 var ErrNotCombined = errors.New("charges and outcomes not combined")
 
-// errNotCreated is the result of an item with Create whose Finish decided nothing: neither it
+// errNotCreated is the result of an item with Create whose outcome could not be decided: neither it
 // nor its charge was written.
 var errNotCreated = errors.New("execution not created: its outcome could not be decided")
 
@@ -25,12 +25,16 @@ var errNotCreated = errors.New("execution not created: its outcome could not be 
 type ChargedFinish struct {
 	ExecutionID string
 	Charge      ChargeRequest
-	// Finish decides the execution's events, given its current state, once its charge is
-	// made; an error leaves the execution as it is (the charge is still made, as a charge
-	// made before a separate outcome append would be).
-	Finish func(execution.State) ([]domain.Event, error)
+	// Outcome is recorded with the charge, decided on the execution's current state once its
+	// charge is made; an outcome that cannot be decided leaves the execution as it is (the
+	// charge is still made, as a charge made before a separate outcome append would be).
+	Outcome Outcome
+	// ClaimFor, when set, claims the execution's next attempt for the outcome's worker, leased
+	// for ClaimFor, in the same append and before the outcome (ClaimAndFinish).
+	ClaimFor time.Duration
 	// Create, when set, are the events that create the execution (its submit): it does not
-	// exist yet, and they are written first in the same append, which expects no stream.
+	// exist yet, and they are written first in the same append, which expects no stream. The
+	// outcome is then a completion with no claim (Outcome.decideFirst).
 	Create []domain.Event
 	// CreateMeta is the metadata of the request that made Create; the batch's other events
 	// carry the context's.
@@ -49,8 +53,8 @@ type FinishResult struct {
 	// error when an item with Create could not be decided or, written alone after its batch
 	// was refused, could not be written (nothing written either).
 	Err error
-	// Recorded reports that the outcome Finish decided was written with the charge; State is
-	// then the execution after it.
+	// Recorded reports that the item's outcome was written with the charge; State is then the
+	// execution after it.
 	Recorded bool
 	State    execution.State
 }
@@ -61,14 +65,14 @@ type FinishResult struct {
 // cached states it has, so it usually reads nothing. A stale account (another process charged
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
-func (h *Handler) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	return h.ChargeAndFinishIn(ctx, nil, workspaceID, items)
 }
 
 // ChargeAndFinishIn is ChargeAndFinish deciding its first try within held, a turn on the
 // workspace's account taken before the items were gathered (AwaitAccountTurn; nil for none).
 // It ends the turn.
-func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	defer held.End()
 	results := make([]FinishResult, len(items))
 	live := make([]int, len(items)) // the items still in the batch
@@ -121,7 +125,7 @@ func (h *Handler) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 
 // oneByOne charges and finishes the items at live each in an append of its own, with its own
 // result: an error of one is that item's alone.
-func (h *Handler) oneByOne(ctx context.Context, workspaceID string, items []ChargedFinish, live []int, results []FinishResult) {
+func (h *Charges) oneByOne(ctx context.Context, workspaceID string, items []ChargedFinish, live []int, results []FinishResult) {
 	for _, i := range live {
 		res, err := h.ChargeAndFinishIn(ctx, nil, workspaceID, items[i:i+1])
 		if err != nil {
@@ -134,7 +138,7 @@ func (h *Handler) oneByOne(ctx context.Context, workspaceID string, items []Char
 
 // chargeAndFinishRetried is ChargeAndFinish for a batch that takes no claim another request
 // holds.
-func (h *Handler) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
 	for attempt := 0; ; attempt++ {
 		results, err := h.chargeAndFinish(ctx, held, workspaceID, items, readOn)
@@ -164,7 +168,7 @@ func (h *Handler) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 // chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. Within
 // a turn on the account (held, or takeTurn), or with readOn, it reads the account's events
 // after the cached state before deciding.
-func (h *Handler) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+func (h *Charges) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
 	stream := BillingStream(workspaceID)
 	appendMulti := h.store.AppendMulti
 	var acct loaded[billing.State]
@@ -213,7 +217,7 @@ type chargePlan struct {
 
 // planCharges decides items' charges on acct and each item's outcome on its execution's
 // state. An item that cannot be charged or created keeps its error in results and is left out.
-func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []ChargedFinish, acct loaded[billing.State]) (chargePlan, error) {
+func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []ChargedFinish, acct loaded[billing.State]) (chargePlan, error) {
 	plan := chargePlan{
 		stream:  BillingStream(workspaceID),
 		results: make([]FinishResult, len(items)),
@@ -265,7 +269,7 @@ func (h *Handler) planCharges(ctx context.Context, workspaceID string, items []C
 
 // chargesWritten caches what a written plan (res, the store's results) made of the account and
 // the executions, and returns the items' results.
-func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
+func (h *Charges) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
 	acct := plan.acct
 	acct.revision, acct.exists = res[0].NextRevision, true
 	h.cache.put(plan.stream, acct)
@@ -282,7 +286,7 @@ func (h *Handler) chargesWritten(items []ChargedFinish, plan chargePlan, res []e
 
 // cachedAccount is the workspace's cached billing state when there is one, without a read: a
 // stale one fails its append on revision. Otherwise it folds the stream.
-func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded[billing.State], error) {
+func (h *Charges) cachedAccount(ctx context.Context, workspaceID string) (loaded[billing.State], error) {
 	stream := BillingStream(workspaceID)
 	if c, ok := h.cache.get(stream); ok {
 		if l, ok := c.(loaded[billing.State]); ok {
@@ -292,11 +296,23 @@ func (h *Handler) cachedAccount(ctx context.Context, workspaceID string) (loaded
 	return load(ctx, h, stream, billingAgg)
 }
 
+// finish is the item's outcome decided on s at now: after its submit (Create), after a claim
+// (ClaimFor), or on its own.
+func (it ChargedFinish) finish(s execution.State, now time.Time) ([]domain.Event, error) {
+	switch {
+	case len(it.Create) > 0:
+		return it.Outcome.decideFirst(s, now)
+	case it.ClaimFor > 0:
+		return claimThen(s, it.ClaimFor, it.Outcome, now)
+	}
+	return it.Outcome.decide(s, now)
+}
+
 // finishPart is the append of the item's outcome at the execution's known revision, and the state
-// after it; ok is false when Finish decides nothing or refuses (the caller records it alone).
-func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+// after it; ok is false when the outcome decides nothing or is refused (the caller records it alone).
+func (h *Charges) finishPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	if len(it.Create) > 0 {
-		return createPart(ctx, it)
+		return createPart(ctx, it, h.now())
 	}
 	stream := ExecutionStream(it.ExecutionID)
 	var cur loaded[execution.State]
@@ -314,7 +330,7 @@ func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 	if !cur.state.Exists {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}
-	events, err := it.Finish(cur.state)
+	events, err := it.finish(cur.state, h.now())
 	if err != nil || len(events) == 0 {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}
@@ -329,13 +345,13 @@ func (h *Handler) finishPart(ctx context.Context, it ChargedFinish) (eventstore.
 }
 
 // createPart is the append that creates its execution with its outcome: the Create events,
-// then what Finish decides on the state they make.
-func createPart(ctx context.Context, it ChargedFinish) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
+// then the outcome decided on the state they make.
+func createPart(ctx context.Context, it ChargedFinish, now time.Time) (eventstore.StreamAppend, loaded[execution.State], bool, error) {
 	cur := loaded[execution.State]{}
 	for _, e := range it.Create {
 		cur.state = cur.state.Evolve(e)
 	}
-	outcome, err := it.Finish(cur.state)
+	outcome, err := it.finish(cur.state, now)
 	if err != nil || len(outcome) == 0 {
 		return eventstore.StreamAppend{}, cur, false, nil
 	}

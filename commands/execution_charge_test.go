@@ -13,18 +13,18 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 const chargeWorker = "worker-a"
 
 // submitEchoes submits n core.echo executions in ws through h (no runner: they stay CREATED)
 // and returns their ids.
-func submitEchoes(t *testing.T, h *commands.Handler, ws string, n int) []string {
+func submitEchoes(t *testing.T, h *commands.Commands, ws string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -35,12 +35,11 @@ func submitEchoes(t *testing.T, h *commands.Handler, ws string, n int) []string 
 }
 
 // claimAndComplete is the item of a repeatable call: charge one credit, claim and complete.
-func claimAndComplete(h *commands.Handler, id string) commands.ChargedFinish {
+func claimAndComplete(h *commands.Commands, id string) commands.ChargedFinish {
 	return commands.ChargedFinish{ExecutionID: id,
-		Charge: commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
-		Finish: h.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
-			return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
-		})}
+		Charge:   commands.ChargeRequest{Cause: "execution-" + id, Amount: billing.FromWhole(1)},
+		ClaimFor: time.Minute,
+		Outcome:  commands.Outcome{Worker: chargeWorker, Output: json.RawMessage(`{"n":1}`), Usage: billing.FromWhole(1)}}
 }
 
 // txIDs returns the distinct transaction ids of the events of streams.
@@ -65,9 +64,9 @@ func txIDs(t *testing.T, env *testenv.Env, streams ...string) []int64 {
 	return ids
 }
 
-func balance(t *testing.T, h *commands.Handler, ws string) billing.Credits {
+func balance(t *testing.T, h *commands.Commands, ws string) billing.Credits {
 	t.Helper()
-	b, err := h.Balance(context.Background(), ws)
+	b, err := h.Billing.Balance(context.Background(), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,7 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 	}
 	before := len(txIDs(t, env, commands.BillingStream(ws)))
 
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +106,12 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 		t.Fatalf("the two executions were written by %d transactions, want 3", len(written))
 	}
 	for _, i := range []int{0, 1} {
-		st, err := commands.New(env.Store).Execution(context.Background(), ids[i]) // a fresh fold, no cache
+		st, err := commands.New(env.Store).Executions.Execution(context.Background(), ids[i]) // a fresh fold, no cache
 		if err != nil || st.Status != execution.StatusCompleted || st.TotalUsage != billing.FromWhole(1) {
 			t.Fatalf("execution %d as stored: %+v, %v", i, st, err)
 		}
 	}
-	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[2]); st.Status != execution.StatusCreated {
+	if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[2]); st.Status != execution.StatusCreated {
 		t.Fatalf("the uncovered execution is %s", st.Status)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != 0 {
@@ -130,25 +129,25 @@ func TestChargeAndFinishWritesNothingWhenItCannotCombine(t *testing.T) {
 
 	// Another process claims the second execution: h's cached state of it is stale.
 	other := commands.New(env.Store)
-	if _, err := other.ClaimExecution(context.Background(), ids[1], "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
+	if _, err := other.Attempts.ClaimExecution(context.Background(), ids[1], "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	_, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
 	if !errors.Is(err, commands.ErrNotCombined) {
 		t.Fatalf("stale state: %v, want ErrNotCombined", err)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(10) {
 		t.Fatalf("balance %s after a refused batch, want 10", got)
 	}
-	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[0]); st.Status != execution.StatusCreated {
+	if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[0]); st.Status != execution.StatusCreated {
 		t.Fatalf("the first execution is %s after a refused batch", st.Status)
 	}
 
 	// A cause charged before: the derived event id is taken.
-	if _, err := h.Charge(context.Background(), ws, "execution-"+ids[0], billing.FromWhole(1)); err != nil {
+	if _, err := h.Billing.Charge(context.Background(), ws, "execution-"+ids[0], billing.FromWhole(1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0])})
+	_, err = h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0])})
 	if !errors.Is(err, commands.ErrNotCombined) {
 		t.Fatalf("cause charged before: %v, want ErrNotCombined", err)
 	}
@@ -164,14 +163,14 @@ func TestChargeAndFinishRereadsAMovedAccount(t *testing.T) {
 	h := commands.New(env.Store)
 	ws := env.Workspace(t, 3)
 	ids := submitEchoes(t, h, ws, 2)
-	if _, err := h.Balance(context.Background(), ws); err != nil { // h caches the account
+	if _, err := h.Billing.Balance(context.Background(), ws); err != nil { // h caches the account
 		t.Fatal(err)
 	}
 	other := commands.New(env.Store)
-	if _, err := other.Charge(context.Background(), ws, "elsewhere", billing.FromWhole(2)); err != nil {
+	if _, err := other.Billing.Charge(context.Background(), ws, "elsewhere", billing.FromWhole(2)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, []commands.ChargedFinish{claimAndComplete(h, ids[0]), claimAndComplete(h, ids[1])})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +186,9 @@ func TestChargeAndFinishRereadsAMovedAccount(t *testing.T) {
 }
 
 // completeWith is claimAndComplete recording output.
-func completeWith(h *commands.Handler, id, output string) commands.ChargedFinish {
+func completeWith(h *commands.Commands, id, output string) commands.ChargedFinish {
 	it := claimAndComplete(h, id)
-	it.Finish = h.ClaimThen(chargeWorker, time.Minute, func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, chargeWorker, s.Attempt, json.RawMessage(output), billing.FromWhole(1), time.Now())
-	})
+	it.Outcome.Output = json.RawMessage(output)
 	return it
 }
 
@@ -207,7 +204,7 @@ func TestChargeAndFinishLeavesOutAnUnstorableOutcome(t *testing.T) {
 		completeWith(h, ids[2], `{"n":1e999999}`), claimAndComplete(h, ids[3])}
 	before := len(txIDs(t, env, commands.BillingStream(ws)))
 
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatalf("one poisoned member failed the batch: %v", err)
 	}
@@ -215,7 +212,7 @@ func TestChargeAndFinishLeavesOutAnUnstorableOutcome(t *testing.T) {
 		if !errors.Is(res[i].Err, eventstore.ErrUnstorable) || res[i].Recorded {
 			t.Fatalf("poisoned item %d: %+v", i, res[i])
 		}
-		if st, _ := commands.New(env.Store).Execution(context.Background(), ids[i]); st.Status != execution.StatusCreated {
+		if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[i]); st.Status != execution.StatusCreated {
 			t.Fatalf("poisoned execution %d is %s", i, st.Status)
 		}
 	}
@@ -263,7 +260,7 @@ func TestChargeAndFinishWritesMembersAloneWhenTheStoreRefusesOne(t *testing.T) {
 	for i, id := range ids {
 		items[i] = claimAndComplete(h, id)
 	}
-	res, err := h.ChargeAndFinish(context.Background(), ws, items)
+	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
 		t.Fatalf("one refused member failed the batch: %v", err)
 	}
@@ -274,11 +271,11 @@ func TestChargeAndFinishWritesMembersAloneWhenTheStoreRefusesOne(t *testing.T) {
 		if res[i].Err != nil || !res[i].Recorded {
 			t.Fatalf("item %d: %+v", i, res[i])
 		}
-		if st, _ := commands.New(env.Store).Execution(context.Background(), ids[i]); st.Status != execution.StatusCompleted {
+		if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[i]); st.Status != execution.StatusCompleted {
 			t.Fatalf("execution %d as stored is %s", i, st.Status)
 		}
 	}
-	if st, _ := commands.New(env.Store).Execution(context.Background(), ids[1]); st.Status != execution.StatusCreated {
+	if st, _ := commands.New(env.Store).Executions.Execution(context.Background(), ids[1]); st.Status != execution.StatusCreated {
 		t.Fatalf("the refused execution is %s", st.Status)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {

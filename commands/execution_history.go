@@ -12,7 +12,7 @@ import (
 
 // ExecutionAttempts lists the module attempts of execution id, oldest first, read from its
 // stream (the state keeps only the latest).
-func (h *Handler) ExecutionAttempts(ctx context.Context, id string) ([]execution.Attempt, error) {
+func (h *Executions) ExecutionAttempts(ctx context.Context, id string) ([]execution.Attempt, error) {
 	history, err := h.executionHistory(ctx, id)
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func (h *Handler) ExecutionAttempts(ctx context.Context, id string) ([]execution
 }
 
 // executionHistory reads every event of execution id's stream.
-func (h *Handler) executionHistory(ctx context.Context, id string) ([]domain.Event, error) {
+func (h *Executions) executionHistory(ctx context.Context, id string) ([]domain.Event, error) {
 	var history []domain.Event
 	stream := ExecutionStream(id)
 	for from := uint64(0); ; {

@@ -8,11 +8,14 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 )
 
-// Runner runs executions in this process. The executor registers itself (SetRunner), and a
-// submit is then handed to it at once instead of coming back to it through the log: the
-// submit records the runner's worker name, so other instances leave the execution alone
-// (docs/executions.md, "Claims").
+// Runner runs executions in this process: the executor, given to the submits' handler when
+// the process is wired (WithRunner). A submit is then handed to it at once instead of coming
+// back to it through the log: the submit records the runner's worker name, so other instances
+// leave the execution alone (docs/executions.md, "Claims").
 type Runner interface {
+	// Running reports whether the runner takes executions now; while it does not (before it
+	// starts, once it stops), submits go through the log for any instance to claim.
+	Running() bool
 	// Worker is the name the runner claims executions under.
 	Worker() string
 	// Take queues st to run here. The channel receives the state the runner last recorded
@@ -20,31 +23,41 @@ type Runner interface {
 	// instance); it is buffered, so nobody need read it.
 	Take(st execution.State) <-chan execution.State
 	// RunFirst runs a waiting call of a repeatable module at once, before anything of it is
-	// written, and records its submit (create, which makes st), outcome and charge in
-	// one commit. It returns the state recorded, or false when it did not record the call
-	// within wait, for the caller to append the submit and Take it as usual (should the run
-	// still be recorded later, its append expects no stream and fails against that submit).
-	RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool)
+	// written, and records its submit, outcome and charge in one commit. It returns the state
+	// recorded, or false when it did not record the call within wait, for the caller to append
+	// the submit and Take it as usual (should the run still be recorded later, its append
+	// expects no stream and fails against that submit).
+	RunFirst(ctx context.Context, run FirstRun, wait time.Duration) (execution.State, bool)
 	// TryRunFirst is RunFirst for a call that does not wait: it runs the call only when it can
 	// start within a few milliseconds, and gives up after a short bound of its own. The caller answers with the
 	// submitted state either way, as a call without waitForMs is answered (SPEC.md 4.1).
-	TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool)
+	TryRunFirst(ctx context.Context, run FirstRun) (execution.State, bool)
 }
 
-type runnerBox struct{ r Runner }
-
-// SetRunner registers the process's runner (nil unregisters it).
-func (h *Handler) SetRunner(r Runner) {
-	if r == nil {
-		h.runner.Store(nil)
-		return
-	}
-	h.runner.Store(&runnerBox{r})
+// FirstRun is a call handed to the runner before anything of it is written (Runner.RunFirst).
+type FirstRun struct {
+	// State is the execution as its submit makes it; Create are the submit's events, which the
+	// runner writes in one commit with the call's outcome and charge (ChargedFinish.Create).
+	State  execution.State
+	Create []domain.Event
+	// Claim is the signature claim of the request that made the call (nil when none), taken
+	// in that commit (ChargedFinish.Claim).
+	Claim *RequestClaim
 }
 
-func (h *Handler) localRunner() Runner {
-	if b := h.runner.Load(); b != nil {
-		return b.r
+// WithRunner returns c whose submits hand their executions to r, this process's runner. The
+// runner is built on c's Attempts and Charges (which share the state cache with its
+// Executions), so it is given here, once both exist, rather than to New.
+func WithRunner(c *Commands, r Runner) *Commands {
+	wired := *c
+	wired.Executions = &Executions{core: c.core, executionStreams: c.Executions.executionStreams,
+		balanceCheck: c.Executions.balanceCheck, runner: r}
+	return &wired
+}
+
+func (h *Executions) localRunner() Runner {
+	if h.runner != nil && h.runner.Running() {
+		return h.runner
 	}
 	return nil
 }
@@ -68,31 +81,13 @@ func awaitLocal(ctx context.Context, st execution.State, done <-chan execution.S
 	return st
 }
 
-// ClaimAndFinish records, in one append, the claim of the execution's next attempt by worker
-// and the outcome finish decides for it. It is for modules whose runs are harmless to repeat
-// (modules.Repeatable): they run before any claim, and should another worker claim the
-// execution first, this append fails on revision and is decided again, finding it no longer
-// claimable (execution.ErrNotClaimable); the output is then dropped.
-func (h *Handler) ClaimAndFinish(ctx context.Context, id, worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) (execution.State, error) {
-	return h.changeExecution(ctx, id, h.ClaimThen(worker, lease, finish))
-}
-
-// ClaimThen is the decision of ClaimAndFinish: the claim of the next attempt by worker, then
-// the outcome finish decides on the claimed state.
-func (h *Handler) ClaimThen(worker string, lease time.Duration, finish func(started execution.State) ([]domain.Event, error)) func(execution.State) ([]domain.Event, error) {
-	return func(s execution.State) ([]domain.Event, error) {
-		claim, err := execution.DecideStart(s, worker, lease, h.now())
-		if err != nil {
-			return nil, err
-		}
-		started := s
-		for _, e := range claim {
-			started = started.Evolve(e)
-		}
-		outcome, err := finish(started)
-		if err != nil {
-			return nil, err
-		}
-		return append(claim, outcome...), nil
-	}
+// ClaimAndFinish records, in one append, the claim of the execution's next attempt by the
+// outcome's worker, leased for lease, and the outcome itself. It is for modules whose runs are
+// harmless to repeat (modules.Repeatable): they run before any claim, and should another
+// worker claim the execution first, this append fails on revision and is decided again,
+// finding it no longer claimable (execution.ErrNotClaimable); the output is then dropped.
+func (h *Attempts) ClaimAndFinish(ctx context.Context, id string, lease time.Duration, o Outcome) (execution.State, error) {
+	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
+		return claimThen(s, lease, o, h.now())
+	})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // lateRunner is a runner whose every run first is recorded just after it gave up on it: it
@@ -23,15 +23,18 @@ type lateRunner struct {
 	store eventstore.Store
 }
 
+func (r lateRunner) Running() bool { return true }
+
 func (r lateRunner) Worker() string { return "late" }
 
 func (r lateRunner) Take(st execution.State) <-chan execution.State { return nil }
 
-func (r lateRunner) RunFirst(ctx context.Context, st execution.State, create []domain.Event, _ time.Duration) (execution.State, bool) {
-	return r.TryRunFirst(ctx, st, create)
+func (r lateRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
+	return r.TryRunFirst(ctx, run)
 }
 
-func (r lateRunner) TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
+func (r lateRunner) TryRunFirst(ctx context.Context, run commands.FirstRun) (execution.State, bool) {
+	st, create := run.State, run.Create
 	done, err := execution.DecideCompleteFirst(st, r.Worker(), json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
 	if err != nil {
 		r.t.Error(err)
@@ -57,9 +60,8 @@ func (r lateRunner) TryRunFirst(ctx context.Context, st execution.State, create 
 func TestCallWithoutWaitRecordedLateAnswersSubmitted(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
-	h := commands.New(env.Store)
-	h.SetRunner(lateRunner{t: t, store: env.Store})
-	st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	h := commands.WithRunner(commands.New(env.Store), lateRunner{t: t, store: env.Store})
+	st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +69,7 @@ func TestCallWithoutWaitRecordedLateAnswersSubmitted(t *testing.T) {
 	if rec := st.Record(); st.Status != execution.StatusCreated || rec.Completed || string(rec.Output) != "null" || st.TotalUsage != 0 {
 		t.Fatalf("submit without wait answered %+v", rec)
 	}
-	stored, err := commands.New(env.Store).Execution(context.Background(), st.ID)
+	stored, err := commands.New(env.Store).Executions.Execution(context.Background(), st.ID)
 	if err != nil || stored.Status != execution.StatusCompleted {
 		t.Fatalf("the late run is not what is stored: %+v, %v", stored, err)
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
@@ -49,6 +47,9 @@ type SubmitExecution struct {
 	// WaitFor is how long the submit may wait for the execution to end when this process
 	// runs it (waitForMs); the answer is then the ended state. 0 answers at once.
 	WaitFor time.Duration
+	// Claim, when set, is the signed request's use-once claim on its signature: the command
+	// takes it before its first append, or in the commit of a call run first (RequestClaim).
+	Claim *RequestClaim
 }
 
 // CallbackRequest is the terminal webhook a submit asks for, in the clear: the command seals
@@ -62,89 +63,43 @@ type CallbackRequest struct {
 // SubmitExecution accepts an execution and returns its state right after the submit. A call
 // the cache window covers reuses the first call's output for free; otherwise the workspace's
 // spendable balance must cover the module's cost (ErrInsufficientCredits). A refused submit
-// appends nothing: every check runs before the first append.
-func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ execution.State, err error) {
-	claim := RequestClaimFrom(ctx)
+// appends nothing: every check runs before the first append. The steps, in order, are the
+// methods of submission (submission.go).
+func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ execution.State, err error) {
 	defer func() {
 		if err != nil && !errors.Is(err, ErrReplayed) {
 			// Nothing was recorded, but the signature is used all the same: a replay must not
 			// find the refused call accepted later (credits topped up meanwhile, say).
-			claim.SettleLate(ctx) //nolint:errcheck // the call's own error is the answer
+			c.Claim.SettleLate(ctx) //nolint:errcheck // the call's own error is the answer
 		}
 	}()
-	start := time.Now()
-	sub, err := h.prepareSubmit(c)
+	s, err := h.newSubmission(c)
 	if err != nil {
 		return execution.State{}, err
 	}
-	id := uuid.NewString()
-	if c.IdempotencyKey != "" {
-		bound, err := h.boundExecution(ctx, c, id)
-		if err != nil {
-			return execution.State{}, err
-		}
-		if bound != "" {
-			prev, err := h.Execution(ctx, bound)
-			if !errors.Is(err, domain.ErrNotFound) {
-				return prev, err
-			}
-			id = bound // the first request stopped before creating it: create it now
-		}
+	if prev, found, err := s.earlierExecution(ctx); found || err != nil {
+		return prev, err
 	}
-	window, read, leader, err := h.cacheLookup(ctx, c, sub.CostMilli)
-	if err != nil {
+	if err := s.findCacheWindow(ctx); err != nil {
 		return execution.State{}, err
 	}
-	// Every check has passed: from here on, only appends. The request's signature is taken
-	// before the first of them, or, for a call run first, in its one commit.
-	runner := h.localRunner()
-	if runner == nil || !h.runsFirst(c, sub, window) || !h.takesClaims() {
-		if err := claim.Settle(ctx); err != nil {
-			return execution.State{}, fmt.Errorf("submit execution: %w", err)
-		}
+	if err := s.checkBalance(ctx); err != nil {
+		return execution.State{}, err
 	}
-	if c.IdempotencyKey != "" {
-		bound, err := h.bindIdempotencyKey(ctx, c, id)
-		if err != nil {
-			return execution.State{}, err
-		}
-		if bound != id { // a concurrent submit with the key bound it first
-			if prev, err := h.Execution(ctx, bound); err == nil {
-				return prev, nil
-			}
-			id = bound
-		}
+	// Every check has passed: from here on, only appends.
+	if err := s.takeSignature(ctx); err != nil {
+		return execution.State{}, err
 	}
-	if window != "" && leader == "" {
-		if leader, err = h.openCacheWindow(ctx, window, read, id, c.CacheWindow); err != nil {
-			return execution.State{}, err
-		}
+	if prev, found, err := s.bindIdempotencyKey(ctx); found || err != nil {
+		return prev, err
 	}
-	sub.ExecutionID, sub.CachedFrom = id, leader
-	var tried execution.State // the submitted state of a call run first that gave up
-	if runner != nil {
-		sub.Runner = runner.Worker()
-		st, ok := h.runFirst(ctx, runner, c, sub, window)
-		if ok {
-			return st, nil
-		}
-		tried = st
-		// The run may still be recorded, its commit taking the signature under this
-		// request's owner; taking it here first refuses that commit instead.
-		if err := claim.Settle(ctx); err != nil {
-			return execution.State{}, fmt.Errorf("submit execution: %w", err)
-		}
+	if err := s.openCacheWindow(ctx); err != nil {
+		return execution.State{}, err
 	}
-	st, created, err := h.appendSubmit(ctx, sub)
-	if err == nil && !created && c.WaitFor <= 0 && tried.Exists {
-		// The run this call gave up on was recorded after all, just before this append: a
-		// call without waitForMs still answers with its submitted state (SPEC.md 4.1).
-		return tried, nil
-	}
-	if err != nil || runner == nil || !created {
+	if st, recorded, err := s.runFirst(ctx); recorded || err != nil {
 		return st, err
 	}
-	return awaitLocal(ctx, st, runner.Take(st), c.WaitFor-time.Since(start)), nil
+	return s.appendSubmit(ctx)
 }
 
 // runFirst hands a call of a repeatable module to the local runner before its submit is
@@ -154,7 +109,7 @@ func (h *Handler) SubmitExecution(ctx context.Context, c SubmitExecution) (_ exe
 // bound to an idempotency key or a cache window take the usual path: their first append is
 // elsewhere. When the runner does not record the call, the submitted state it was given is
 // returned with false (zero when the call was not handed over).
-func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
+func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
 	if !h.runsFirst(c, sub, window) {
 		return execution.State{}, false
 	}
@@ -166,18 +121,19 @@ func (h *Handler) runFirst(ctx context.Context, runner Runner, c SubmitExecution
 	for _, e := range events {
 		st = st.Evolve(e)
 	}
+	run := FirstRun{State: st, Create: events, Claim: c.Claim}
 	if c.WaitFor > 0 {
-		if after, ok := runner.RunFirst(ctx, st, events, c.WaitFor); ok {
+		if after, ok := runner.RunFirst(ctx, run, c.WaitFor); ok {
 			return after, true
 		}
 		return st, false
 	}
-	_, ok := runner.TryRunFirst(ctx, st, events)
+	_, ok := runner.TryRunFirst(ctx, run)
 	return st, ok
 }
 
 // runsFirst reports whether the call may be run before its submit is appended (runFirst).
-func (h *Handler) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
+func (h *Executions) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
 	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
 		return false
 	}
@@ -187,7 +143,7 @@ func (h *Handler) runsFirst(c SubmitExecution, sub execution.Submit, window stri
 
 // appendSubmit appends the submit and reports whether this call created the execution. A
 // fresh id cannot have a stream yet, so it is appended without reading one first.
-func (h *Handler) appendSubmit(ctx context.Context, sub execution.Submit) (execution.State, bool, error) {
+func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (execution.State, bool, error) {
 	var state execution.State
 	decide := func(s execution.State) ([]domain.Event, error) {
 		events, err := execution.DecideSubmit(s, sub, h.now())
@@ -222,9 +178,13 @@ func (h *Handler) appendSubmit(ctx context.Context, sub execution.Submit) (execu
 }
 
 // prepareSubmit checks a submit without I/O and turns it into the domain's command: the
-// module's id (with its price) and the sealed callback. Errors are validation errors naming
-// the field.
-func (h *Handler) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+// module's id (with its price) and the sealed callback. It is where a submit's values are
+// checked (the API only parses their JSON types), before anything is read or appended. Errors
+// are validation errors naming the field.
+func (h *Executions) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+	if err := execution.CheckAttempts(c.Attempts); err != nil {
+		return execution.Submit{}, err
+	}
 	if err := domain.CheckStorableString("module", c.Module); err != nil {
 		return execution.Submit{}, err
 	}
@@ -340,7 +300,7 @@ func validHeaderName(s string) bool {
 
 // sealCallback seals the secret and header values: they enter the event log only encrypted,
 // bound to the field they belong to.
-func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) {
+func (h *Executions) sealCallback(req CallbackRequest) (execution.Callback, error) {
 	cb := execution.Callback{URL: req.URL}
 	if req.Secret == "" && len(req.Headers) == 0 {
 		return cb, nil
@@ -371,36 +331,31 @@ func (h *Handler) sealCallback(req CallbackRequest) (execution.Callback, error) 
 	return cb, nil
 }
 
-// cacheLookup decides, without appending, whether the call is free: it returns the cache
-// window's stream ("" when windows are off), the window as read, and the execution whose
-// output the call reuses, or "" after checking the balance.
-func (h *Handler) cacheLookup(ctx context.Context, c SubmitExecution, costMilli int64) (string, loaded[execution.CacheWindow], string, error) {
-	stream := ""
+// cacheWindow reads, without appending, the call's cache window: its stream ("" when windows
+// are off), the window as read, and the execution whose output the call reuses ("" when the
+// call is not free).
+func (h *Executions) cacheWindow(ctx context.Context, c SubmitExecution) (string, loaded[execution.CacheWindow], string, error) {
 	var w loaded[execution.CacheWindow]
-	if c.CacheWindow > 0 {
-		key, err := CacheKey(c.WorkspaceID, c.Module, c.Input, c.Config)
-		if err != nil {
-			return "", w, "", err
-		}
-		stream = eventstore.StreamName(execution.CacheCategory, key)
-		if w, err = load(ctx, h, stream, cacheWindowAgg); err != nil {
-			return "", w, "", err
-		}
-		if leader, ok := w.state.Leader(h.now()); ok {
-			return stream, w, leader, nil
-		}
+	if c.CacheWindow <= 0 {
+		return "", w, "", nil
 	}
-	if err := h.checkBalance(ctx, c.WorkspaceID, costMilli); err != nil {
+	key, err := CacheKey(c.WorkspaceID, c.Module, c.Input, c.Config)
+	if err != nil {
 		return "", w, "", err
 	}
-	return stream, w, "", nil
+	stream := eventstore.StreamName(execution.CacheCategory, key)
+	if w, err = load(ctx, h, stream, cacheWindowAgg); err != nil {
+		return "", w, "", err
+	}
+	leader, _ := w.state.Leader(h.now())
+	return stream, w, leader, nil
 }
 
 // openCacheWindow opens the window led by id, or returns the leader of a window another
-// submit opened since cacheLookup read it. It decides first on the window cacheLookup read
+// submit opened since cacheWindow read it. It decides first on the window cacheWindow read
 // (read), so a call opening a window reads it once; a window that moved meanwhile is read
 // again and decided anew.
-func (h *Handler) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
+func (h *Executions) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
 	leader := ""
 	_, _, err := executeFrom(ctx, h, stream, cacheWindowAgg, &read, func(w execution.CacheWindow) ([]domain.Event, error) {
 		leader, _ = w.Leader(h.now())
@@ -419,7 +374,7 @@ func idempotencyStream(c SubmitExecution) string {
 
 // boundExecution reads, without appending, the execution an earlier submit bound the key to
 // ("" when none); a key bound to another body is ErrIdempotencyKeyReused.
-func (h *Handler) boundExecution(ctx context.Context, c SubmitExecution, id string) (string, error) {
+func (h *Executions) boundExecution(ctx context.Context, c SubmitExecution, id string) (string, error) {
 	r, err := load(ctx, h, idempotencyStream(c), idempotencyAgg)
 	if err != nil {
 		return "", err
@@ -433,7 +388,7 @@ func (h *Handler) boundExecution(ctx context.Context, c SubmitExecution, id stri
 
 // bindIdempotencyKey binds the key to id, or returns the execution a concurrent submit bound
 // it to first.
-func (h *Handler) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
+func (h *Executions) bindIdempotencyKey(ctx context.Context, c SubmitExecution, id string) (string, error) {
 	bound := ""
 	_, err := execute(ctx, h, idempotencyStream(c), idempotencyAgg, func(r execution.IdempotencyRecord) ([]domain.Event, error) {
 		var events []domain.Event

@@ -11,8 +11,8 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // eventCount is the number of events in env's log, read straight from the table: a refused
@@ -26,7 +26,7 @@ func eventCount(t *testing.T, env *testenv.Env) int {
 	return n
 }
 
-func newSubmitHandler(t *testing.T, env *testenv.Env) *commands.Handler {
+func newSubmitHandler(t *testing.T, env *testenv.Env) *commands.Commands {
 	t.Helper()
 	key, _ := seal.GenerateKey()
 	sealer, err := seal.New(key)
@@ -66,6 +66,10 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 		{"callback over http", func(c *commands.SubmitExecution) { c.Callback.URL = "http://example.com/" }, "callbackUrl"},
 		{"config the module refuses", func(c *commands.SubmitExecution) { c.Module, c.Input = "core.delay", json.RawMessage(`{}`) }, ""},
 		{"unknown module", func(c *commands.SubmitExecution) { c.Module = "no.such" }, "module"},
+		// The attempts range is the command's to check (the API parses the type only), before
+		// the idempotency key is bound.
+		{"no attempts", func(c *commands.SubmitExecution) { c.Attempts = 0 }, "attempts"},
+		{"too many attempts", func(c *commands.SubmitExecution) { c.Attempts = execution.MaxAttempts + 1 }, "attempts"},
 		{"balance too low", func(c *commands.SubmitExecution) { c.WorkspaceID = poor }, ""},
 	}
 	for _, tc := range cases {
@@ -73,7 +77,7 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 			before := eventCount(t, env)
 			c := valid()
 			tc.change(&c)
-			_, err := h.SubmitExecution(context.Background(), c)
+			_, err := h.Executions.SubmitExecution(context.Background(), c)
 			var ve *domain.ValidationError
 			switch {
 			case err == nil:
@@ -93,11 +97,11 @@ func TestRefusedSubmitAppendsNothing(t *testing.T) {
 		})
 	}
 	// The same key then binds normally: nothing of the refused submits held it.
-	st, err := h.SubmitExecution(context.Background(), valid())
+	st, err := h.Executions.SubmitExecution(context.Background(), valid())
 	if err != nil || st.Module != "core.echo" || st.CostMilli != 1000 {
 		t.Fatalf("valid submit: %+v, %v", st, err)
 	}
-	again, err := h.SubmitExecution(context.Background(), valid())
+	again, err := h.Executions.SubmitExecution(context.Background(), valid())
 	if err != nil || again.ID != st.ID {
 		t.Fatalf("repeat with the idempotency key: %s, %v; want %s", again.ID, err, st.ID)
 	}
@@ -108,7 +112,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 	env := testenv.New(t)
 	h := newSubmitHandler(t, env)
 	ws := env.Workspace(t, 10)
-	st, err := h.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec", Headers: map[string]string{"X-B": "v", "X-A": "w"}}})
 	if err != nil {
@@ -120,7 +124,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 		t.Fatalf("callback %+v cost %d", cb, st.CostMilli)
 	}
 	unsealed := commands.New(env.Store)
-	_, err = unsealed.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	_, err = unsealed.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: "https://example.com/hook", Secret: "whsec"}})
 	if err == nil {
@@ -134,7 +138,7 @@ func TestSubmitSealsCallbackAndPrices(t *testing.T) {
 func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 100)
-	handlers := []*commands.Handler{newSubmitHandler(t, env), newSubmitHandler(t, env)}
+	handlers := []*commands.Commands{newSubmitHandler(t, env), newSubmitHandler(t, env)}
 	const n = 16
 	states := make([]execution.State, n)
 	errs := make(chan error, n)
@@ -142,7 +146,7 @@ func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 	for i := range n {
 		go func() {
 			<-start
-			st, err := handlers[i%2].SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			st, err := handlers[i%2].Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 				Input: json.RawMessage(`{"same":true}`), Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute})
 			states[i] = st
 			errs <- err

@@ -1,16 +1,17 @@
 // Package commands carries out Switchyard's commands: each handler loads an aggregate from its
 // stream, asks the domain to decide, and appends the resulting events at the revision it read.
 // Nothing else writes state.
+//
+// There is one handler type per noun (Executions, Attempts, Charges, Webhooks, Billing,
+// Workflows, Workspaces, Identity, Apps), each over the same small core: the event store, the
+// clock, the state cache, and load/execute (aggregate.go), which load, decide and append with
+// expectations, retrying on conflict. Commands holds one of each for the wiring.
 package commands
 
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
@@ -21,58 +22,91 @@ import (
 // appended to the same stream first.
 const maxConflictRetries = 20
 
-// Handler carries out commands against one event store.
-type Handler struct {
+// core is what every noun handler shares: one event store, one clock and one state cache per
+// process. Each handler embeds it; load, execute and their kin take any handler (handler).
+type core struct {
 	store eventstore.Store
 	now   func() time.Time
 	cache *stateCache
-	// balances remembers recent balances for the advisory check of a submit.
-	balances sync.Map
-	// balanceReads lets one read of a workspace's account serve every submit whose balance
-	// expired at the same moment (checkBalance).
-	balanceReads singleflight.Group
 	// modules validates workflow components and submits and prices their runs.
 	modules *modules.Registry
 	// sealer seals the callback secrets of submits.
 	sealer *seal.Sealer
-	// runner is this process's executor, when it runs one (SetRunner).
-	runner atomic.Pointer[runnerBox]
-	// contended remembers when another process last moved an account stream under this
-	// one's batch (stream name to time), for ChargeAndFinish to take turns (contention.go).
-	contended sync.Map
 }
 
-// Option configures a Handler.
-type Option func(*Handler)
+// handler is a noun handler: anything that embeds the core.
+type handler interface{ base() *core }
+
+func (c *core) base() *core { return c }
+
+// Commands is every noun handler of one process, over one core. It only wires: each layer
+// above calls the handler of the noun it acts on.
+type Commands struct {
+	// Executions accepts submits and reads executions.
+	Executions *Executions
+	// Attempts claims executions' attempts and records their outcomes (the executor's).
+	Attempts *Attempts
+	// Charges bills finishing executions with their outcomes, in batches.
+	Charges *Charges
+	// Webhooks records the delivery of executions' terminal webhooks.
+	Webhooks *Webhooks
+	// Billing holds workspaces' accounts: top-ups, plans, charges, balances.
+	Billing *Billing
+	// Workflows holds workflow definitions and their runs.
+	Workflows *Workflows
+	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
+	Workspaces *Workspaces
+	// Identity holds users, sessions and signing keys.
+	Identity *Identity
+	// Apps holds OAuth apps and the authorizations users give them.
+	Apps *Apps
+
+	core *core
+}
+
+// Option configures New.
+type Option func(*core)
 
 // WithClock replaces the wall clock, for tests.
-func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+func WithClock(now func() time.Time) Option { return func(c *core) { c.now = now } }
 
 // WithModules sets the module registry workflow definitions are checked against (default:
 // the built-ins with their default options).
-func WithModules(r *modules.Registry) Option { return func(h *Handler) { h.modules = r } }
+func WithModules(r *modules.Registry) Option { return func(c *core) { c.modules = r } }
 
 // WithSealer sets the sealer callback secrets are sealed with before they enter an event;
 // without one, a submit with a callback secret or headers is refused.
-func WithSealer(s *seal.Sealer) Option { return func(h *Handler) { h.sealer = s } }
+func WithSealer(s *seal.Sealer) Option { return func(c *core) { c.sealer = s } }
 
-// New returns a Handler appending to store.
-func New(store eventstore.Store, opts ...Option) *Handler {
-	h := &Handler{store: store, now: time.Now, cache: newStateCache(4096)}
+// New returns the handlers of every noun, appending to store.
+func New(store eventstore.Store, opts ...Option) *Commands {
+	c := &core{store: store, now: time.Now, cache: newStateCache(4096)}
 	for _, o := range opts {
-		o(h)
+		o(c)
 	}
-	if h.modules == nil {
-		h.modules = modules.Builtins(modules.BuiltinsConfig{})
+	if c.modules == nil {
+		c.modules = modules.Builtins(modules.BuiltinsConfig{})
 	}
-	return h
+	identity := &Identity{core: c}
+	balances := &balanceCheck{core: c}
+	workflows := &Workflows{core: c, balanceCheck: balances}
+	workspaces := &Workspaces{core: c, users: identity, workflows: workflows}
+	billing := &Billing{core: c, workspaces: workspaces}
+	streams, changes := &executionStreams{core: c}, &executionChanges{core: c}
+	balances.billing = billing
+	return &Commands{
+		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances},
+		Attempts:   &Attempts{core: c, executionStreams: streams, executionChanges: changes},
+		Charges:    &Charges{core: c},
+		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
+		Billing:    billing,
+		Workflows:  workflows,
+		Workspaces: workspaces,
+		Identity:   identity,
+		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},
+		core:       c,
+	}
 }
-
-// Store is the event store the handler writes to.
-func (h *Handler) Store() eventstore.Store { return h.store }
-
-// Now is the handler's clock.
-func (h *Handler) Now() time.Time { return h.now() }
 
 // Result tells where a command's events landed.
 type Result struct {

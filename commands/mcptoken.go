@@ -38,7 +38,7 @@ type MintedMCPToken struct {
 }
 
 // MintMCPToken mints a token for an existing workspace. Only the token's SHA-256 is recorded.
-func (h *Handler) MintMCPToken(ctx context.Context, c MintMCPToken) (MintedMCPToken, error) {
+func (h *Workspaces) MintMCPToken(ctx context.Context, c MintMCPToken) (MintedMCPToken, error) {
 	if _, err := h.Workspace(ctx, c.WorkspaceID); err != nil {
 		return MintedMCPToken{}, err
 	}
@@ -66,7 +66,7 @@ func (h *Handler) MintMCPToken(ctx context.Context, c MintMCPToken) (MintedMCPTo
 
 // RevokeMCPToken revokes a token of workspaceID; a token of another workspace is
 // domain.ErrNotFound. Revoking it again succeeds without a new event.
-func (h *Handler) RevokeMCPToken(ctx context.Context, workspaceID, id, reason string) error {
+func (h *Workspaces) RevokeMCPToken(ctx context.Context, workspaceID, id, reason string) error {
 	id, err := canonicalMCPTokenID(id)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func (h *Handler) RevokeMCPToken(ctx context.Context, workspaceID, id, reason st
 // MCPToken folds the token with id from the event store, so a token works the instant its
 // minting was acknowledged and fails the instant its revocation was; an unknown id is
 // domain.ErrNotFound.
-func (h *Handler) MCPToken(ctx context.Context, id string) (mcptoken.State, error) {
+func (h *Workspaces) MCPToken(ctx context.Context, id string) (mcptoken.State, error) {
 	id, err := canonicalMCPTokenID(id)
 	if err != nil {
 		return mcptoken.State{}, err

@@ -43,7 +43,7 @@ type TriggeredRun struct {
 // TriggerWorkflow starts one run per ON_API_CALLED component, each with a copy of the
 // definition as it is now. The workspace's balance must cover one pass over the workflow's
 // module components (domain.ErrInsufficientCredits); each stage is charged as it completes.
-func (h *Handler) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]TriggeredRun, error) {
+func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]TriggeredRun, error) {
 	if err := domain.CheckStorableJSON("body", c.Input); err != nil {
 		return nil, err // before any run is written: a refused input leaves nothing behind
 	}
@@ -72,7 +72,7 @@ func (h *Handler) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]Tri
 }
 
 // passCost is what running every module component of d once costs.
-func (h *Handler) passCost(d workflow.Definition) int64 {
+func (h *Workflows) passCost(d workflow.Definition) int64 {
 	var total int64
 	for _, c := range d.Components {
 		if m, ok := h.modules.Get(c.Module); ok {
@@ -83,7 +83,7 @@ func (h *Handler) passCost(d workflow.Definition) int64 {
 }
 
 // Run folds a run from the event store; an unknown id is domain.ErrNotFound.
-func (h *Handler) Run(ctx context.Context, id string) (run.State, error) {
+func (h *Workflows) Run(ctx context.Context, id string) (run.State, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return run.State{}, fmt.Errorf("run %q: %w", id, domain.ErrNotFound)
 	}
@@ -99,7 +99,7 @@ func (h *Handler) Run(ctx context.Context, id string) (run.State, error) {
 
 // CancelRun ends a run FAILED with its cancellation recorded (SPEC.md 3); a finished run is
 // domain.ErrConflict.
-func (h *Handler) CancelRun(ctx context.Context, id, reason string) (run.State, error) {
+func (h *Workflows) CancelRun(ctx context.Context, id, reason string) (run.State, error) {
 	if _, err := h.Run(ctx, id); err != nil {
 		return run.State{}, err
 	}
@@ -112,7 +112,7 @@ func (h *Handler) CancelRun(ctx context.Context, id, reason string) (run.State, 
 // StepRun records what happened to a run's stage executions and advances the run: it returns
 // the run after the step and the module stages newly dispatched, whose executions the caller
 // submits with SubmitStage.
-func (h *Handler) StepRun(ctx context.Context, id string, facts []run.Fact) (run.State, []run.Stage, error) {
+func (h *Workflows) StepRun(ctx context.Context, id string, facts []run.Fact) (run.State, []run.Stage, error) {
 	var dispatched []run.Stage
 	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
 		var events []domain.Event
@@ -127,7 +127,7 @@ func (h *Handler) StepRun(ctx context.Context, id string, facts []run.Fact) (run
 
 // SubmitStage submits the execution of a dispatched module stage. It is idempotent: the
 // execution's id is derived from the stage, and one that exists already is left alone.
-func (h *Handler) SubmitStage(ctx context.Context, r *run.State, st run.Stage) error {
+func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage) error {
 	comp := r.Component(st)
 	cost := int64(0)
 	if m, ok := h.modules.Get(comp.Module); ok {

@@ -18,7 +18,7 @@ var sessionAgg = aggregate[session.State]{evolve: session.State.Evolve}
 func SessionStream(id string) string { return eventstore.StreamName(session.Category, id) }
 
 // StartSession records a sign-in of userID lasting ttl and returns the session.
-func (h *Handler) StartSession(ctx context.Context, userID string, ttl time.Duration) (session.State, error) {
+func (h *Identity) StartSession(ctx context.Context, userID string, ttl time.Duration) (session.State, error) {
 	id := uuid.NewString()
 	var st session.State
 	_, err := execute(ctx, h, SessionStream(id), sessionAgg, func(s session.State) ([]domain.Event, error) {
@@ -32,7 +32,7 @@ func (h *Handler) StartSession(ctx context.Context, userID string, ttl time.Dura
 }
 
 // EndSession signs a session out.
-func (h *Handler) EndSession(ctx context.Context, id string) error {
+func (h *Identity) EndSession(ctx context.Context, id string) error {
 	id, err := canonicalID("session", id)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (h *Handler) EndSession(ctx context.Context, id string) error {
 }
 
 // Session folds the session with id from the event store.
-func (h *Handler) Session(ctx context.Context, id string) (session.State, error) {
+func (h *Identity) Session(ctx context.Context, id string) (session.State, error) {
 	id, err := canonicalID("session", id)
 	if err != nil {
 		return session.State{}, err

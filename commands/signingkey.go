@@ -17,7 +17,7 @@ func SigningKeyStream(kid string) string { return eventstore.StreamName(signingk
 
 // CreateSigningKey records a key generated and sealed by the caller (key generation is the
 // identity package's business; this only records it).
-func (h *Handler) CreateSigningKey(ctx context.Context, k signingkey.Created) (Result, error) {
+func (h *Identity) CreateSigningKey(ctx context.Context, k signingkey.Created) (Result, error) {
 	res, err := execute(ctx, h, SigningKeyStream(k.KID), signingKeyAgg, func(s signingkey.State) ([]domain.Event, error) {
 		return signingkey.DecideCreate(s, k, h.now())
 	})
@@ -25,7 +25,7 @@ func (h *Handler) CreateSigningKey(ctx context.Context, k signingkey.Created) (R
 }
 
 // SigningKey folds the key with kid from the event store.
-func (h *Handler) SigningKey(ctx context.Context, kid string) (signingkey.Created, error) {
+func (h *Identity) SigningKey(ctx context.Context, kid string) (signingkey.Created, error) {
 	k, err := load(ctx, h, SigningKeyStream(kid), signingKeyAgg)
 	if err != nil {
 		return signingkey.Created{}, err
@@ -42,7 +42,7 @@ const signingKeysBatch = 1000
 // SigningKeys reads every signing key ever created from the event log, oldest first, rather
 // than from the read model: for commands that run without the projections (the CLI) and for a
 // first start.
-func (h *Handler) SigningKeys(ctx context.Context) ([]signingkey.Created, error) {
+func (h *Identity) SigningKeys(ctx context.Context) ([]signingkey.Created, error) {
 	var keys []signingkey.Created
 	from := eventstore.Start
 	filter := eventstore.Filter{Types: []string{signingkey.Created{}.EventType()}}

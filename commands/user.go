@@ -43,7 +43,7 @@ func EmailStream(email string) string {
 // email), so a look-alike of an address cannot become a second account. The email is reserved
 // first; a registration that crashed between the two appends is completed by a retry, which
 // finds the reservation pointing at a user that does not exist yet.
-func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, error) {
+func (h *Identity) RegisterUser(ctx context.Context, c RegisterUser) (string, error) {
 	email, err := emailaddr.Canonical(c.Email)
 	if err != nil {
 		return "", err
@@ -96,7 +96,7 @@ func (h *Handler) RegisterUser(ctx context.Context, c RegisterUser) (string, err
 // consistent even before projections catch up. email is looked up in its canonical form (an
 // address RegisterUser would refuse is refused here too, a 400 naming email), then, for an
 // account registered before addresses were made canonical, as it was stored then.
-func (h *Handler) UserByEmail(ctx context.Context, email string) (user.State, error) {
+func (h *Identity) UserByEmail(ctx context.Context, email string) (user.State, error) {
 	canonical, err := emailaddr.Canonical(email)
 	if err != nil {
 		return user.State{}, err
@@ -114,7 +114,7 @@ func (h *Handler) UserByEmail(ctx context.Context, email string) (user.State, er
 }
 
 // User returns the user with id.
-func (h *Handler) User(ctx context.Context, id string) (user.State, error) {
+func (h *Identity) User(ctx context.Context, id string) (user.State, error) {
 	u, err := load(ctx, h, UserStream(id), userAgg)
 	if err != nil {
 		return user.State{}, err

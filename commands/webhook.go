@@ -14,7 +14,7 @@ import (
 // StartWebhookAttempt claims the execution's next webhook delivery attempt for worker until
 // now+lease, appended at the revision read so that one instance wins.
 // execution.ErrNoDeliveryDue means there is nothing to claim now.
-func (h *Handler) StartWebhookAttempt(ctx context.Context, id, worker string, lease time.Duration) (execution.State, error) {
+func (h *Webhooks) StartWebhookAttempt(ctx context.Context, id, worker string, lease time.Duration) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideWebhookStart(s, worker, lease, h.now())
 	})
@@ -22,7 +22,7 @@ func (h *Handler) StartWebhookAttempt(ctx context.Context, id, worker string, le
 
 // RecordWebhookOutcome records what worker's attempt came to. execution.ErrDeliveryLost means
 // another worker took the attempt over (or it was recorded already).
-func (h *Handler) RecordWebhookOutcome(ctx context.Context, id, worker string, attempt int, o execution.WebhookOutcome) (execution.State, error) {
+func (h *Webhooks) RecordWebhookOutcome(ctx context.Context, id, worker string, attempt int, o execution.WebhookOutcome) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideWebhookOutcome(s, worker, attempt, o, h.now())
 	})
@@ -30,7 +30,7 @@ func (h *Handler) RecordWebhookOutcome(ctx context.Context, id, worker string, a
 
 // ReplayWebhook opens a new delivery round for a finished execution (replay-callback). While a
 // round is open it changes nothing. It returns the state after the request.
-func (h *Handler) ReplayWebhook(ctx context.Context, id string) (execution.State, error) {
+func (h *Webhooks) ReplayWebhook(ctx context.Context, id string) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideReplay(s, h.now())
 	})
@@ -38,7 +38,7 @@ func (h *Handler) ReplayWebhook(ctx context.Context, id string) (execution.State
 
 // WebhookAttempts lists the callback delivery attempts of execution id, oldest first, read
 // from its stream (the state keeps only the latest).
-func (h *Handler) WebhookAttempts(ctx context.Context, id string) ([]execution.WebhookAttempt, error) {
+func (h *Webhooks) WebhookAttempts(ctx context.Context, id string) ([]execution.WebhookAttempt, error) {
 	var history []domain.Event
 	stream := ExecutionStream(id)
 	for from := uint64(0); ; {

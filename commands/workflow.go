@@ -32,7 +32,7 @@ func workflowNameStream(workspaceID, name string) string {
 }
 
 // checkModule validates a module component's config against the registry.
-func (h *Handler) checkModule(module string, config json.RawMessage) error {
+func (h *Workflows) checkModule(module string, config json.RawMessage) error {
 	err := h.modules.ValidateConfig(module, config)
 	var ve *modules.ValidationError
 	if errors.As(err, &ve) {
@@ -42,7 +42,7 @@ func (h *Handler) checkModule(module string, config json.RawMessage) error {
 }
 
 // prepareDefinition fills a definition's defaults and validates it.
-func (h *Handler) prepareDefinition(d workflow.Definition) (workflow.Definition, error) {
+func (h *Workflows) prepareDefinition(d workflow.Definition) (workflow.Definition, error) {
 	d.Normalize(uuid.NewString)
 	if err := d.Validate(h.checkModule); err != nil {
 		return d, err
@@ -58,7 +58,7 @@ type CreateWorkflow struct {
 
 // CreateWorkflow validates the definition, reserves its name in the workspace
 // (domain.ErrConflict when taken) and creates the workflow.
-func (h *Handler) CreateWorkflow(ctx context.Context, c CreateWorkflow) (workflow.State, error) {
+func (h *Workflows) CreateWorkflow(ctx context.Context, c CreateWorkflow) (workflow.State, error) {
 	d, err := h.prepareDefinition(c.Definition)
 	if err != nil {
 		return workflow.State{}, err
@@ -73,7 +73,7 @@ func (h *Handler) CreateWorkflow(ctx context.Context, c CreateWorkflow) (workflo
 	return st, wrap("create workflow", err)
 }
 
-func (h *Handler) reserveWorkflowName(ctx context.Context, workspaceID, name, workflowID string) error {
+func (h *Workflows) reserveWorkflowName(ctx context.Context, workspaceID, name, workflowID string) error {
 	_, err := execute(ctx, h, workflowNameStream(workspaceID, name), workflowResAgg, func(r workflow.Reservation) ([]domain.Event, error) {
 		var holder workflow.State
 		if r.WorkflowID != "" && r.WorkflowID != workflowID {
@@ -94,7 +94,7 @@ func (h *Handler) reserveWorkflowName(ctx context.Context, workspaceID, name, wo
 
 // Workflow folds a live workflow of the workspace; another workspace's, a deleted one or an
 // unknown id is domain.ErrNotFound.
-func (h *Handler) Workflow(ctx context.Context, workspaceID, id string) (workflow.State, error) {
+func (h *Workflows) Workflow(ctx context.Context, workspaceID, id string) (workflow.State, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return workflow.State{}, fmt.Errorf("workflow %q: %w", id, domain.ErrNotFound)
 	}
@@ -109,7 +109,7 @@ func (h *Handler) Workflow(ctx context.Context, workspaceID, id string) (workflo
 }
 
 // UpdateWorkflow replaces a workflow's definition; a new name is reserved first.
-func (h *Handler) UpdateWorkflow(ctx context.Context, workspaceID, id string, def workflow.Definition) (workflow.State, error) {
+func (h *Workflows) UpdateWorkflow(ctx context.Context, workspaceID, id string, def workflow.Definition) (workflow.State, error) {
 	cur, err := h.Workflow(ctx, workspaceID, id)
 	if err != nil {
 		return workflow.State{}, err
@@ -129,7 +129,7 @@ func (h *Handler) UpdateWorkflow(ctx context.Context, workspaceID, id string, de
 }
 
 // UpdateComponent applies a partial update to one component (SPEC.md 4.8).
-func (h *Handler) UpdateComponent(ctx context.Context, workspaceID, id, componentID string, p workflow.ComponentPatch) (workflow.State, error) {
+func (h *Workflows) UpdateComponent(ctx context.Context, workspaceID, id, componentID string, p workflow.ComponentPatch) (workflow.State, error) {
 	return h.changeWorkflow(ctx, workspaceID, id, func(s workflow.State) ([]domain.Event, error) {
 		events, err := workflow.DecideUpdateComponent(s, componentID, p, h.checkModule, h.now())
 		if errors.Is(err, domain.ErrNotFound) {
@@ -140,14 +140,14 @@ func (h *Handler) UpdateComponent(ctx context.Context, workspaceID, id, componen
 }
 
 // DeleteWorkflow deletes a workflow; its name is free again and runs in flight carry on.
-func (h *Handler) DeleteWorkflow(ctx context.Context, workspaceID, id string) error {
+func (h *Workflows) DeleteWorkflow(ctx context.Context, workspaceID, id string) error {
 	_, err := h.changeWorkflow(ctx, workspaceID, id, func(s workflow.State) ([]domain.Event, error) {
 		return workflow.DecideDelete(s, h.now())
 	})
 	return err
 }
 
-func (h *Handler) changeWorkflow(ctx context.Context, workspaceID, id string, decide func(workflow.State) ([]domain.Event, error)) (workflow.State, error) {
+func (h *Workflows) changeWorkflow(ctx context.Context, workspaceID, id string, decide func(workflow.State) ([]domain.Event, error)) (workflow.State, error) {
 	if _, err := h.Workflow(ctx, workspaceID, id); err != nil {
 		return workflow.State{}, err
 	}

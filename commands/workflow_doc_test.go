@@ -28,7 +28,7 @@ func TestWorkflowDocExamplesAreValid(t *testing.T) {
 		if err := json.Unmarshal([]byte(b[1]), &d); err != nil {
 			t.Fatalf("example does not parse: %v\n%s", err, b[1])
 		}
-		if _, err := h.prepareDefinition(d); err != nil {
+		if _, err := h.Workflows.prepareDefinition(d); err != nil {
 			t.Fatalf("example %q is invalid: %v", d.Name, err)
 		}
 		checked++

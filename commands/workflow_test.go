@@ -12,7 +12,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestConcurrentCreatesOfOneNameMakeOneWorkflow: names are unique per workspace even when the
@@ -30,7 +30,7 @@ func TestConcurrentCreatesOfOneNameMakeOneWorkflow(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			// A handler each, as separate serve processes would have.
-			_, errs[i] = commands.New(env.Store).CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+			_, errs[i] = commands.New(env.Store).Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
 		})
 	}
 	wg.Wait()
@@ -58,7 +58,7 @@ func TestUnstorableWorkflowTextIsRefusedBeforeAnyAppend(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"name": "Text", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &d); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := h.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	wf, err := h.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,23 +70,23 @@ func TestUnstorableWorkflowTextIsRefusedBeforeAnyAppend(t *testing.T) {
 		return "no validation error: " + fmt.Sprint(err)
 	}
 	for _, input := range []string{`{"a": "\u0000"}`, `{"a": "\udc00"}`, "{\"a\": \"\xfe\"}"} {
-		if runs, err := h.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)}); field(err) != "body" || len(runs) != 0 {
+		if runs, err := h.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)}); field(err) != "body" || len(runs) != 0 {
 			t.Errorf("trigger with %q: %v %v", input, runs, err)
 		}
 	}
 	name := "x\x00"
-	if _, err := h.UpdateComponent(ctx, ws, wf.ID, "t", workflow.ComponentPatch{Name: &name}); field(err) != "name" {
+	if _, err := h.Workflows.UpdateComponent(ctx, ws, wf.ID, "t", workflow.ComponentPatch{Name: &name}); field(err) != "name" {
 		t.Errorf("component name with NUL: %v", err)
 	}
-	if _, err := h.UpdateComponent(ctx, ws, wf.ID, "t", workflow.ComponentPatch{Config: json.RawMessage(`{"a": "\u0000"}`)}); field(err) != "config" {
+	if _, err := h.Workflows.UpdateComponent(ctx, ws, wf.ID, "t", workflow.ComponentPatch{Config: json.RawMessage(`{"a": "\u0000"}`)}); field(err) != "config" {
 		t.Errorf("component config with NUL: %v", err)
 	}
 	bad := d
 	bad.Components = []workflow.Component{{ID: "t", Module: workflow.ModuleTrigger, Config: json.RawMessage(`{"q": "\ud800"}`)}}
-	if _, err := h.UpdateWorkflow(ctx, ws, wf.ID, bad); !strings.HasSuffix(field(err), ".config") {
+	if _, err := h.Workflows.UpdateWorkflow(ctx, ws, wf.ID, bad); !strings.HasSuffix(field(err), ".config") {
 		t.Errorf("definition config with a lone surrogate: %v", err)
 	}
-	if got, err := h.Workflow(ctx, ws, wf.ID); err != nil || got.Version != 1 {
+	if got, err := h.Workflows.Workflow(ctx, ws, wf.ID); err != nil || got.Version != 1 {
 		t.Fatalf("after the refusals the workflow is at version %d (%v), want 1", got.Version, err)
 	}
 }

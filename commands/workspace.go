@@ -17,11 +17,11 @@ var workspaceAgg = aggregate[workspace.State]{evolve: workspace.State.Evolve}
 func WorkspaceStream(id string) string { return eventstore.StreamName(workspace.Category, id) }
 
 // CreateWorkspace creates a workspace owned by the user with ownerEmail and returns its id.
-func (h *Handler) CreateWorkspace(ctx context.Context, name, ownerEmail string) (string, error) {
+func (h *Workspaces) CreateWorkspace(ctx context.Context, name, ownerEmail string) (string, error) {
 	if err := workspace.ValidateName(name); err != nil {
 		return "", err
 	}
-	owner, err := h.UserByEmail(ctx, ownerEmail)
+	owner, err := h.users.UserByEmail(ctx, ownerEmail)
 	if err != nil {
 		return "", fmt.Errorf("workspace owner: %w", err)
 	}
@@ -34,8 +34,8 @@ func (h *Handler) CreateWorkspace(ctx context.Context, name, ownerEmail string) 
 
 // AddMember gives the user with email a role in the workspace; a member already is
 // workspace.ErrAlreadyMember (their role changes through ChangeMemberRole).
-func (h *Handler) AddMember(ctx context.Context, workspaceID, email, role string) error {
-	u, err := h.UserByEmail(ctx, email)
+func (h *Workspaces) AddMember(ctx context.Context, workspaceID, email, role string) error {
+	u, err := h.users.UserByEmail(ctx, email)
 	if err != nil {
 		return fmt.Errorf("member: %w", err)
 	}
@@ -61,14 +61,14 @@ type MemberChange struct {
 func (c MemberChange) actor() workspace.Actor { return workspace.Actor{By: c.By, Operator: c.Operator} }
 
 // memberID is the user id the change names.
-func (h *Handler) memberID(ctx context.Context, c MemberChange) (string, error) {
+func (h *Workspaces) memberID(ctx context.Context, c MemberChange) (string, error) {
 	if c.UserID != "" {
 		return c.UserID, nil
 	}
 	if c.Email == "" {
 		return "", domain.Invalid("member", "is required (a user id or an email)")
 	}
-	u, err := h.UserByEmail(ctx, c.Email)
+	u, err := h.users.UserByEmail(ctx, c.Email)
 	if err != nil {
 		return "", fmt.Errorf("member: %w", err)
 	}
@@ -76,7 +76,7 @@ func (h *Handler) memberID(ctx context.Context, c MemberChange) (string, error) 
 }
 
 // ChangeMemberRole gives a member another role under workspace.DecideChangeRole's rules.
-func (h *Handler) ChangeMemberRole(ctx context.Context, c MemberChange) error {
+func (h *Workspaces) ChangeMemberRole(ctx context.Context, c MemberChange) error {
 	id, err := h.memberID(ctx, c)
 	if err != nil {
 		return err
@@ -88,7 +88,7 @@ func (h *Handler) ChangeMemberRole(ctx context.Context, c MemberChange) error {
 }
 
 // RemoveMember takes a member out of the workspace under workspace.DecideRemoveMember's rules.
-func (h *Handler) RemoveMember(ctx context.Context, c MemberChange) error {
+func (h *Workspaces) RemoveMember(ctx context.Context, c MemberChange) error {
 	id, err := h.memberID(ctx, c)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (h *Handler) RemoveMember(ctx context.Context, c MemberChange) error {
 // Workspace returns the workspace with id, folded from the event store. An id that is not a
 // UUID names no workspace: domain.ErrNotFound, as for any unknown id, before it reaches the
 // store (which refuses NUL and invalid UTF-8 in a stream name).
-func (h *Handler) Workspace(ctx context.Context, id string) (workspace.State, error) {
+func (h *Workspaces) Workspace(ctx context.Context, id string) (workspace.State, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return workspace.State{}, fmt.Errorf("workspace %q: %w", id, domain.ErrNotFound)
 	}

@@ -1,10 +1,10 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -13,8 +13,9 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/user"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // The JSON twins of the apps, review and connected-apps pages, under /v1 with the session JWT
@@ -35,18 +36,14 @@ type apiHandler func(w http.ResponseWriter, r *http.Request, u user.State)
 // api requires a session JWT as Bearer.
 func (c *Console) api(h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		var token string
-		if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-			token = strings.TrimSpace(auth[7:])
-		}
+		token, _ := bearer.Token(r)
 		pr, err := c.idp.VerifyBearer(r.Context(), token)
 		if err != nil || !pr.Session {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			httperr.Write(w, http.StatusUnauthorized, "a session token is required (POST /v1/auth/login)")
 			return
 		}
-		u, err := c.cmds.User(r.Context(), pr.UserID)
+		u, err := c.cmds.Identity.User(r.Context(), pr.UserID)
 		if err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
@@ -94,7 +91,7 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func decodeBodyOf(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	body, err := io.ReadAll(r.Body)
-	if err == nil && optional && len(strings.TrimSpace(string(body))) == 0 {
+	if err == nil && optional && len(bytes.TrimSpace(body)) == 0 {
 		return true
 	}
 	if err == nil {
@@ -138,7 +135,7 @@ func (c *Console) apiApps(w http.ResponseWriter, r *http.Request, u user.State) 
 		return
 	}
 	ctx := actingAs(r, u, "dashboard-api").Context()
-	id, err := c.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: b.Public, Metadata: b.metadata()})
+	id, err := c.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: b.Public, Metadata: b.metadata()})
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
@@ -147,7 +144,7 @@ func (c *Console) apiApps(w http.ResponseWriter, r *http.Request, u user.State) 
 }
 
 func (c *Console) writeApp(w http.ResponseWriter, r *http.Request, id string, status int) {
-	a, err := c.cmds.App(r.Context(), id)
+	a, err := c.cmds.Apps.App(r.Context(), id)
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
@@ -167,7 +164,7 @@ func (c *Console) apiApp(w http.ResponseWriter, r *http.Request, u user.State) {
 		if !decodeBody(w, r, &b) {
 			return
 		}
-		if err := c.cmds.UpdateApp(ctx, id, b.metadata()); err != nil {
+		if err := c.cmds.Apps.UpdateApp(ctx, id, b.metadata()); err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
 		}
@@ -183,7 +180,7 @@ func (c *Console) apiAppAction(w http.ResponseWriter, r *http.Request, u user.St
 		return
 	}
 	if mux.Vars(r)["action"] == "secret" {
-		secret, err := c.cmds.IssueAppSecret(ctx, id)
+		secret, err := c.cmds.Apps.IssueAppSecret(ctx, id)
 		if err != nil {
 			httperr.WriteErr(w, c.log, err)
 			return
@@ -193,7 +190,7 @@ func (c *Console) apiAppAction(w http.ResponseWriter, r *http.Request, u user.St
 		httperr.JSON(w, http.StatusOK, map[string]string{"clientId": id, "clientSecret": secret})
 		return
 	}
-	if err := c.cmds.SubmitApp(ctx, id); err != nil {
+	if err := c.cmds.Apps.SubmitApp(ctx, id); err != nil {
 		httperr.WriteErr(w, c.log, err)
 		return
 	}
@@ -230,7 +227,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 		if !decodeOptionalBody(w, r, &b) {
 			return
 		}
-		err = c.cmds.ApproveApp(ctx, id, u.ID, b.Revision)
+		err = c.cmds.Apps.ApproveApp(ctx, id, u.ID, b.Revision)
 	} else {
 		var b struct {
 			Reason string `json:"reason"`
@@ -238,7 +235,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 		if !decodeOptionalBody(w, r, &b) {
 			return
 		}
-		err = c.cmds.RevertApp(ctx, id, u.ID, b.Reason)
+		err = c.cmds.Apps.RevertApp(ctx, id, u.ID, b.Reason)
 	}
 	if err != nil {
 		httperr.WriteErr(w, c.log, err)
@@ -249,7 +246,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 
 // member checks the person's membership of the route's workspace (domain/access).
 func (c *Console) member(r *http.Request, u user.State) (access.Grant, error) {
-	return c.cmds.Access(r.Context(), mux.Vars(r)["workspaceId"], access.Caller{UserID: u.ID, Session: true}, "")
+	return c.cmds.Workspaces.Access(r.Context(), mux.Vars(r)["workspaceId"], access.Caller{UserID: u.ID, Session: true}, "")
 }
 
 func (c *Console) apiAuthorizations(w http.ResponseWriter, r *http.Request, u user.State) {

@@ -22,7 +22,7 @@ import (
 
 // ownApp loads an app the person owns (staff may look at any).
 func (c *Console) ownApp(ctx context.Context, userID string, staff bool, clientID string) (app.State, error) {
-	a, err := c.cmds.App(ctx, clientID)
+	a, err := c.cmds.Apps.App(ctx, clientID)
 	if err != nil {
 		return a, err
 	}
@@ -54,7 +54,7 @@ func (c *Console) devApps(q *request) {
 	status, errText := http.StatusOK, ""
 	if q.r.Method == http.MethodPost {
 		d.Form, d.Public = metadataFromForm(q.r.PostForm), q.r.PostForm.Get("public") == "on"
-		id, err := c.cmds.RegisterApp(q.acting(), commands.RegisterApp{OwnerUserID: q.user.ID, Public: d.Public, Metadata: d.Form})
+		id, err := c.cmds.Apps.RegisterApp(q.acting(), commands.RegisterApp{OwnerUserID: q.user.ID, Public: d.Public, Metadata: d.Form})
 		if err == nil {
 			http.Redirect(q.w, q.r, "/developer/apps/"+url.PathEscape(id), http.StatusSeeOther)
 			return
@@ -96,14 +96,14 @@ func (c *Console) devApp(q *request) {
 	if q.r.Method == http.MethodPost {
 		switch q.r.PostForm.Get("action") {
 		case "edit":
-			err, notice = c.cmds.UpdateApp(ctx, id, metadataFromForm(q.r.PostForm)), "Saved."
+			err, notice = c.cmds.Apps.UpdateApp(ctx, id, metadataFromForm(q.r.PostForm)), "Saved."
 			if a.Status == app.StatusSubmitted {
 				notice = "Saved. The edit took the app out of the review queue: submit it again when it is ready."
 			}
 		case "submit":
-			err, notice = c.cmds.SubmitApp(ctx, id), "Submitted for review."
+			err, notice = c.cmds.Apps.SubmitApp(ctx, id), "Submitted for review."
 		case "secret":
-			d.Secret, err = c.cmds.IssueAppSecret(ctx, id)
+			d.Secret, err = c.cmds.Apps.IssueAppSecret(ctx, id)
 			notice = "A new client secret was issued; any earlier one no longer works."
 			q.w.Header().Set("Cache-Control", "no-store")
 		default:
@@ -113,7 +113,7 @@ func (c *Console) devApp(q *request) {
 			notice = ""
 			status, _, errText = words(err, "")
 		}
-		if a, err = c.cmds.App(ctx, id); err != nil {
+		if a, err = c.cmds.Apps.App(ctx, id); err != nil {
 			c.fail(q, err)
 			return
 		}
@@ -171,12 +171,12 @@ func (c *Console) reviewAction(q *request) error {
 		if err != nil || rev <= 0 {
 			return domain.Invalid("revision", "must be the revision shown on the review page")
 		}
-		return c.cmds.ApproveApp(q.acting(), id, q.user.ID, rev)
+		return c.cmds.Apps.ApproveApp(q.acting(), id, q.user.ID, rev)
 	}
 	// Reverting sends the app back to draft: its tokens stop working at once (every check
 	// requires a live app); its authorizations stay, so users need not consent again once it
 	// is approved again.
-	return c.cmds.RevertApp(q.acting(), id, q.user.ID, f.Get("reason"))
+	return c.cmds.Apps.RevertApp(q.acting(), id, q.user.ID, f.Get("reason"))
 }
 
 // submittedNow folds each app the read model lists as submitted, so what the reviewer sees and
@@ -184,7 +184,7 @@ func (c *Console) reviewAction(q *request) error {
 func (c *Console) submittedNow(ctx context.Context, rows []projections.AppRow) ([]app.State, error) {
 	out := make([]app.State, 0, len(rows))
 	for _, row := range rows {
-		a, err := c.cmds.App(ctx, row.ClientID)
+		a, err := c.cmds.Apps.App(ctx, row.ClientID)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ type connectedData struct {
 // revokeIn revokes an authorization of the workspace. Owners and admins may revoke any; a
 // member only their own.
 func (c *Console) revokeIn(ctx context.Context, userID string, manages bool, workspaceID, id string) error {
-	az, err := c.cmds.Authorization(ctx, id)
+	az, err := c.cmds.Apps.Authorization(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (c *Console) revokeIn(ctx context.Context, userID string, manages bool, wor
 	if !manages && az.UserID != userID {
 		return domain.Forbidden("only owners and admins disconnect another member's app")
 	}
-	return c.cmds.RevokeAuthorization(commands.WithMetadata(ctx, commands.Metadata{Actor: userID, Source: "console"}), id, grant.ReasonUser)
+	return c.cmds.Apps.RevokeAuthorization(commands.WithMetadata(ctx, commands.Metadata{Actor: userID, Source: "console"}), id, grant.ReasonUser)
 }
 
 func (c *Console) connectedApps(q *request) {

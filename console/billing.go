@@ -19,7 +19,7 @@ func (c *Console) billing(q *request) {
 		return
 	}
 	// Folded from the billing stream: a top-up is visible as soon as it is acknowledged.
-	b, err := c.cmds.Balance(q.ctx(), q.ws.ID)
+	b, err := c.cmds.Billing.Balance(q.ctx(), q.ws.ID)
 	if err != nil {
 		c.fail(q, err)
 		return

@@ -198,7 +198,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#cancel-run`, chromedp.ByID),
 		chromedp.WaitVisible(`#live`, chromedp.ByID),
 	)
-	if _, err := s.env.Cmds.CancelRun(context.Background(), watched, "ended elsewhere"); err != nil {
+	if _, err := s.env.Cmds.Workflows.CancelRun(context.Background(), watched, "ended elsewhere"); err != nil {
 		t.Fatal(err)
 	}
 	owner.run("see it end",

@@ -11,7 +11,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	cmds, queries, idp := &commands.Handler{}, &projections.Queries{}, &identity.Provider{}
+	cmds, queries, idp := &commands.Commands{}, &projections.Queries{}, &identity.Provider{}
 	_, err := console.New(console.Config{Queries: queries, Identity: idp})
 	configtest.Check(t, console.Config{Cmds: cmds, Queries: queries, Identity: idp}.Validate(), []configtest.Case{
 		{Field: "Cmds", Err: err},

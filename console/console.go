@@ -26,18 +26,23 @@ import (
 // Config configures the console.
 type Config struct {
 	// Cmds runs commands and folds single entities; required.
-	Cmds *commands.Handler
+	Cmds *commands.Commands
 	// Queries reads the read models; required.
 	Queries *projections.Queries
 	// Identity signs people in and verifies their sessions; required.
 	Identity *identity.Provider
 	// Logger receives failures the pages answer "Something went wrong" to.
 	Logger logrus.FieldLogger
+	// Now is the clock the pages show times against; default time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -57,7 +62,7 @@ func (c Config) Validate() error {
 // Console serves the console's pages and their JSON twins.
 type Console struct {
 	cfg   Config
-	cmds  *commands.Handler
+	cmds  *commands.Commands
 	q     *projections.Queries
 	idp   *identity.Provider
 	log   logrus.FieldLogger
@@ -153,7 +158,7 @@ func (c *Console) page(section, scope string, h handler) http.HandlerFunc {
 				return
 			}
 		}
-		u, err := c.cmds.User(r.Context(), pr.UserID)
+		u, err := c.cmds.Identity.User(r.Context(), pr.UserID)
 		if err != nil {
 			c.fail(q, err)
 			return
@@ -173,13 +178,13 @@ func (c *Console) page(section, scope string, h handler) http.HandlerFunc {
 
 // enter checks the person's access to the workspace and makes it the page's.
 func (c *Console) enter(q *request, wsID, scope string) error {
-	g, err := c.cmds.Access(q.ctx(), wsID, access.Caller{UserID: q.user.ID, Session: true}, scope)
+	g, err := c.cmds.Workspaces.Access(q.ctx(), wsID, access.Caller{UserID: q.user.ID, Session: true}, scope)
 	var se *access.ScopeError
 	if err != nil && !errors.As(err, &se) {
 		return err
 	}
 	// A member refused this page still gets the workspace's navigation with the refusal.
-	st, werr := c.cmds.Workspace(q.ctx(), wsID)
+	st, werr := c.cmds.Workspaces.Workspace(q.ctx(), wsID)
 	if werr != nil {
 		return werr
 	}
@@ -221,4 +226,4 @@ func (c *Console) requireManage(q *request) bool {
 }
 
 // now is the console's clock.
-func (c *Console) now() time.Time { return c.cmds.Now() }
+func (c *Console) now() time.Time { return c.cfg.Now() }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // pages are the console's pages of the seeded workspace, with text each must show.
@@ -118,7 +118,7 @@ func TestConsoleFollowsRoles(t *testing.T) {
 		t.Fatalf("cancel as the owner: %d %s", st, body)
 	}
 	testenv.Eventually(t, 30*time.Second, "the cancelled run to end", func() bool {
-		st, err := s.env.Cmds.Run(context.Background(), s.slowRunID)
+		st, err := s.env.Cmds.Workflows.Run(context.Background(), s.slowRunID)
 		return err == nil && st.Status.Terminal()
 	})
 	if st, body := s.get(t, owner, "/dashboard/runs/"+s.slowRunID); st != http.StatusOK || !strings.Contains(body, "not needed") ||

@@ -92,18 +92,18 @@ func (c *Console) execution(q *request) {
 		if !c.requireManage(q) {
 			return
 		}
-		if st, err = c.cmds.ReplayWebhook(q.acting(), id); err != nil {
+		if st, err = c.cmds.Webhooks.ReplayWebhook(q.acting(), id); err != nil {
 			errText = message(err)
 		} else {
 			notice = "Callback delivery requested again; the attempts below update as it runs."
 		}
 	}
-	attempts, err := c.cmds.WebhookAttempts(q.ctx(), id)
+	attempts, err := c.cmds.Webhooks.WebhookAttempts(q.ctx(), id)
 	if err != nil {
 		c.fail(q, err)
 		return
 	}
-	runs, err := c.cmds.ExecutionAttempts(q.ctx(), id)
+	runs, err := c.cmds.Executions.ExecutionAttempts(q.ctx(), id)
 	if err != nil {
 		c.fail(q, err)
 		return
@@ -116,7 +116,7 @@ func (c *Console) execution(q *request) {
 // workspaceExecution is the execution id of the page's workspace; another workspace's is not
 // found, so ids cannot be probed.
 func (c *Console) workspaceExecution(q *request, id string) (execution.State, error) {
-	st, err := c.cmds.Execution(q.ctx(), id)
+	st, err := c.cmds.Executions.Execution(q.ctx(), id)
 	if err == nil && st.WorkspaceID != q.ws.ID {
 		err = domain.ErrNotFound
 	}

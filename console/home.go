@@ -19,7 +19,7 @@ type homeData struct {
 func (c *Console) home(q *request) {
 	var d homeData
 	if q.grant.Allows(access.ScopeReadBilling) {
-		b, err := c.cmds.Balance(q.ctx(), q.ws.ID)
+		b, err := c.cmds.Billing.Balance(q.ctx(), q.ws.ID)
 		if err != nil {
 			c.fail(q, err)
 			return

@@ -58,13 +58,13 @@ func TestStoredDocumentsRenderBoundedPages(t *testing.T) {
 	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
 	outsider := s.person(t, "owner")
 	var err error
-	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Deep", s.owner.Email); err != nil {
+	if s.ws, err = s.env.Cmds.Workspaces.CreateWorkspace(ctx, "Deep", s.owner.Email); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
+	if err := s.env.Cmds.Workspaces.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.env.Cmds.CreateWorkspace(ctx, "Elsewhere", outsider.Email)
+	other, err := s.env.Cmds.Workspaces.CreateWorkspace(ctx, "Elsewhere", outsider.Email)
 	if err != nil {
 		t.Fatal(err)
 	}

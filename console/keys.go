@@ -143,7 +143,7 @@ func (c *Console) keyRows(q *request, list []projections.APIKeyRow, created, rev
 		if id == "" {
 			continue
 		}
-		k, err := c.cmds.APIKey(q.ctx(), id)
+		k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
 		if err != nil || k.WorkspaceID != q.ws.ID {
 			continue
 		}
@@ -180,7 +180,7 @@ func keyState(k projections.APIKeyRow, now time.Time) string {
 // confirmRevoke fills the confirmation of revoking key id, warning harder when it is the
 // workspace's last working key.
 func (c *Console) confirmRevoke(q *request, d *keysData, id string) error {
-	k, err := c.cmds.APIKey(q.ctx(), id)
+	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && k.WorkspaceID != q.ws.ID) {
 		return domain.ErrNotFound
 	}
@@ -205,7 +205,7 @@ func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error
 	if cmd.ExpiresAt, err = parseExpiry(f.Expires, c.now()); err != nil {
 		return commands.APIKeyMinted{}, err
 	}
-	return c.cmds.CreateAPIKey(q.acting(), cmd)
+	return c.cmds.Workspaces.CreateAPIKey(q.acting(), cmd)
 }
 
 // mintedAAD binds the sealed secret to the person and workspace it was created for: another
@@ -275,12 +275,12 @@ func parseExpiry(s string, now time.Time) (*time.Time, error) {
 
 // revokeKey revokes a key of this workspace; another workspace's key is not found.
 func (c *Console) revokeKey(q *request, id string) error {
-	k, err := c.cmds.APIKey(q.ctx(), id)
+	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
 	if err != nil {
 		return err
 	}
 	if k.WorkspaceID != q.ws.ID {
 		return domain.ErrNotFound
 	}
-	return c.cmds.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
+	return c.cmds.Workspaces.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
 }

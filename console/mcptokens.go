@@ -37,7 +37,7 @@ func (c *Console) mcpTokens(q *request) {
 				notice = "Token created. Copy it now: it is not shown again."
 			}
 		case "revoke":
-			if err = c.cmds.RevokeMCPToken(q.acting(), q.ws.ID, q.r.PostForm.Get("token_id"), "revoked from the console by "+q.user.Email); err == nil {
+			if err = c.cmds.Workspaces.RevokeMCPToken(q.acting(), q.ws.ID, q.r.PostForm.Get("token_id"), "revoked from the console by "+q.user.Email); err == nil {
 				notice = "Token revoked: MCP calls with it are refused from now on."
 			}
 		default:
@@ -70,5 +70,5 @@ func (c *Console) mintMCP(q *request, label, expires string) (commands.MintedMCP
 	if cmd.ExpiresAt, err = parseExpiry(expires, c.now()); err != nil {
 		return commands.MintedMCPToken{}, err
 	}
-	return c.cmds.MintMCPToken(q.acting(), cmd)
+	return c.cmds.Workspaces.MintMCPToken(q.acting(), cmd)
 }

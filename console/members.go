@@ -44,7 +44,7 @@ func (c *Console) members(q *request) {
 		}
 		notice, errText, status, d.Email = c.changeMembers(q)
 	}
-	ws, err := c.cmds.Workspace(q.ctx(), q.ws.ID)
+	ws, err := c.cmds.Workspaces.Workspace(q.ctx(), q.ws.ID)
 	if err != nil {
 		c.fail(q, err)
 		return
@@ -79,13 +79,13 @@ func (c *Console) changeMembers(q *request) (notice, errText string, status int,
 	case "set-role":
 		ch := c.memberChange(q)
 		ch.Role = f.Get("role")
-		if err = c.cmds.ChangeMemberRole(q.acting(), ch); err == nil {
+		if err = c.cmds.Workspaces.ChangeMemberRole(q.acting(), ch); err == nil {
 			return c.memberName(q, ch.UserID) + " is now " + article(ch.Role) + " " + ch.Role + ".", "", http.StatusOK, ""
 		}
 	case "remove":
 		ch := c.memberChange(q)
 		name := c.memberName(q, ch.UserID)
-		if err = c.cmds.RemoveMember(q.acting(), ch); err == nil {
+		if err = c.cmds.Workspaces.RemoveMember(q.acting(), ch); err == nil {
 			return name + " is no longer a member of " + q.ws.Name + ".", "", http.StatusOK, ""
 		}
 	default:
@@ -101,7 +101,7 @@ func (c *Console) memberChange(q *request) commands.MemberChange {
 
 // memberName is how the notices name a member: their email, else their id.
 func (c *Console) memberName(q *request, userID string) string {
-	if u, err := c.cmds.User(q.ctx(), userID); err == nil && u.Email != "" {
+	if u, err := c.cmds.Identity.User(q.ctx(), userID); err == nil && u.Email != "" {
 		return u.Email
 	}
 	return userID
@@ -117,7 +117,7 @@ func (c *Console) addMember(q *request, email, role string) error {
 	if !workspace.MayGrant(q.ws.Role, role) {
 		return domain.Forbidden("a %s cannot make someone %s %s", q.ws.Role, article(role), role)
 	}
-	return c.cmds.AddMember(q.acting(), q.ws.ID, email, role)
+	return c.cmds.Workspaces.AddMember(q.acting(), q.ws.ID, email, role)
 }
 
 // memberRows lists the members with their roles as the workspace's stream has them, so a
@@ -136,7 +136,7 @@ func (c *Console) memberRows(q *request, ws workspace.State) ([]memberRow, error
 	for id, role := range ws.Members {
 		m, ok := byID[id]
 		if !ok {
-			u, err := c.cmds.User(q.ctx(), id)
+			u, err := c.cmds.Identity.User(q.ctx(), id)
 			if err != nil {
 				return nil, err
 			}

@@ -19,7 +19,7 @@ func TestMemberRolesThroughTheConsole(t *testing.T) {
 	owner := s.client(t, s.owner)
 	roleOf := func(p person) string {
 		t.Helper()
-		st, err := s.env.Cmds.Workspace(context.Background(), s.ws)
+		st, err := s.env.Cmds.Workspaces.Workspace(context.Background(), s.ws)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/billing"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 //go:embed templates/*.html

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestConsoleAnswersTheNextQuestion covers what a newcomer asked of the lists and detail
@@ -55,7 +55,7 @@ func TestConsoleAnswersTheNextQuestion(t *testing.T) {
 	})
 
 	t.Run("executions list", func(t *testing.T) {
-		st, err := s.env.Cmds.Run(context.Background(), s.runID)
+		st, err := s.env.Cmds.Workflows.Run(context.Background(), s.runID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestConsoleAnswersTheNextQuestion(t *testing.T) {
 		}
 		loc := s.location(t, owner, page, url.Values{"body": {`{"items": [7, 8]}`}})
 		runID := strings.TrimPrefix(loc, "/dashboard/runs/")
-		run, err := s.env.Cmds.Run(context.Background(), runID)
+		run, err := s.env.Cmds.Workflows.Run(context.Background(), runID)
 		if err != nil || string(run.Input) != `{"items": [7, 8]}` || run.WorkflowID != s.workflowID {
 			t.Fatalf("the started run %q: %+v %v", loc, run.Input, err)
 		}
@@ -121,7 +121,7 @@ func TestConsoleAnswersTheNextQuestion(t *testing.T) {
 	t.Run("a callback that failed", func(t *testing.T) {
 		id := s.callbackTo(t, "/hooks/fail")
 		testenv.Eventually(t, 30*time.Second, "the first delivery to fail", func() bool {
-			a, err := s.env.Cmds.WebhookAttempts(context.Background(), id)
+			a, err := s.env.Cmds.Webhooks.WebhookAttempts(context.Background(), id)
 			return err == nil && len(a) > 0 && a[0].Error != nil
 		})
 		_, body := s.get(t, owner, ws+"/executions/"+id)
@@ -141,15 +141,15 @@ func (s *stack) cachedRepeat(t *testing.T) string {
 	ctx := context.Background()
 	call := commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo", Input: json.RawMessage(`{"cache": "me"}`),
 		Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Hour}
-	first, err := s.env.Cmds.SubmitExecution(ctx, call)
+	first, err := s.env.Cmds.Executions.SubmitExecution(ctx, call)
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the first call to complete", func() bool {
-		st, err := s.env.Cmds.Execution(ctx, first.ID)
+		st, err := s.env.Cmds.Executions.Execution(ctx, first.ID)
 		return err == nil && st.Status.Terminal()
 	})
-	again, err := s.env.Cmds.SubmitExecution(ctx, call)
+	again, err := s.env.Cmds.Executions.SubmitExecution(ctx, call)
 	if err != nil || again.CachedFrom == "" {
 		t.Fatalf("the repeat is not cached: %+v %v", again, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestRunPageOpensStages: every stage row of the run page opens the stage's own page with its
@@ -20,7 +20,7 @@ func TestRunPageOpensStages(t *testing.T) {
 	s := newStack(t)
 	s.seed(t)
 	owner, outsider := s.client(t, s.owner), s.client(t, s.person(t, "member"))
-	st, err := s.env.Cmds.Run(context.Background(), s.runID)
+	st, err := s.env.Cmds.Workflows.Run(context.Background(), s.runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRunPageOpensStages(t *testing.T) {
 func TestRunPageSaysWhatWentWrong(t *testing.T) {
 	s := newStack(t)
 	s.seedPeople(t)
-	if _, err := s.env.Cmds.TopUp(context.Background(), s.ws, 100_000, "welcome"); err != nil {
+	if _, err := s.env.Cmds.Billing.TopUp(context.Background(), s.ws, 100_000, "welcome"); err != nil {
 		t.Fatal(err)
 	}
 	owner := s.client(t, s.owner)
@@ -105,10 +105,10 @@ func TestRunPageSaysWhatWentWrong(t *testing.T) {
 	  "edges": [{"from": "t", "to": "c"}]}`).ID
 	runID := s.trigger(t, failing, `{}`)
 	testenv.Eventually(t, 60*time.Second, "the run to fail", func() bool {
-		st, err := s.env.Cmds.Run(context.Background(), runID)
+		st, err := s.env.Cmds.Workflows.Run(context.Background(), runID)
 		return err == nil && st.Status == run.StatusFailed
 	})
-	st, _ := s.env.Cmds.Run(context.Background(), runID)
+	st, _ := s.env.Cmds.Workflows.Run(context.Background(), runID)
 	_, page := s.get(t, owner, "/dashboard/runs/"+runID)
 	banner := between(page, `id="run-error" class="alert" role="alert">`, "</p>")
 	if banner != "Stage “Call carrier” failed: upstream_down: the carrier answered 503" {
@@ -138,7 +138,7 @@ func TestRunPageSaysWhatWentWrong(t *testing.T) {
 	  "edges": [{"from": "t", "to": "d1"}]}`).ID
 	slowRun := s.trigger(t, slow, `{}`)
 	testenv.Eventually(t, 60*time.Second, "the delay to run", func() bool {
-		st, err := s.env.Cmds.Run(context.Background(), slowRun)
+		st, err := s.env.Cmds.Workflows.Run(context.Background(), slowRun)
 		return err == nil && len(st.Stages) == 2 && st.Stages[1].Status == run.StageStatusRunning
 	})
 	s.location(t, owner, "/dashboard/runs/"+slowRun+"/cancel", url.Values{"reason": {"wrong month"}})

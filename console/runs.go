@@ -13,8 +13,8 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // runStatuses are the run statuses the list filters by.
@@ -58,7 +58,7 @@ var errRunHidden = domain.ErrNotFound
 // loadRun loads the route's run and enters its workspace; a run of a workspace the person is
 // not a member of is not found.
 func (c *Console) loadRun(q *request) (run.State, error) {
-	st, err := c.cmds.Run(q.ctx(), mux.Vars(q.r)["runId"])
+	st, err := c.cmds.Workflows.Run(q.ctx(), mux.Vars(q.r)["runId"])
 	if err != nil {
 		return st, err
 	}
@@ -174,7 +174,7 @@ func (c *Console) cancelRun(q *request) {
 	if reason == "" {
 		reason = "cancelled from the console by " + q.user.Email
 	}
-	_, err = c.cmds.CancelRun(q.acting(), st.ID, reason)
+	_, err = c.cmds.Workflows.CancelRun(q.acting(), st.ID, reason)
 	switch {
 	case errors.Is(err, domain.ErrConflict): // it finished between the load and the cancel
 		http.Redirect(q.w, q.r, page+"?finished=1", http.StatusSeeOther)

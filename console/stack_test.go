@@ -25,15 +25,16 @@ import (
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // stack is the whole service in process, built by httpapi.Routes as serve builds it: real
@@ -90,11 +91,13 @@ func newStack(t *testing.T) *stack {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(s.hook.Close)
-	testenv.Go(t, scheduler.New(env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
+	testenv.Go(t, scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
-	testenv.Go(t, executor.New(env.Cmds, env.Queries, reg, hub, executor.Config{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log}).Run)
-	testenv.Go(t, webhooks.New(env.Cmds, env.Queries, sealer, webhooks.Config{AllowPrivate: true, RootCAs: rootsOf(s.hook),
+	ex := executor.New(env.Store, env.Cmds, env.Queries, reg, hub, executor.Config{SweepInterval: 100 * time.Millisecond,
+		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: log})
+	env.Cmds = commands.WithRunner(env.Cmds, ex)
+	testenv.Go(t, ex.Run)
+	testenv.Go(t, webhooks.New(env.Store, env.Cmds, env.Queries, sealer, webhooks.Config{AllowPrivate: true, RootCAs: rootsOf(s.hook),
 		SweepInterval: 50 * time.Millisecond, SweepGrace: 50 * time.Millisecond, Logger: log}).Run)
 
 	var handler http.Handler
@@ -107,12 +110,12 @@ func newStack(t *testing.T) *stack {
 	if err := idp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	server, err := httpapi.Routes(httpapi.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
+	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
 		Registry: reg, Hub: hub, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler = server.Handler()
+	handler = routes.Handler()
 	return s
 }
 
@@ -122,7 +125,7 @@ func (s *stack) seed(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	s.seedPeople(t)
-	if _, err := s.env.Cmds.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
+	if _, err := s.env.Cmds.Billing.TopUp(ctx, s.ws, billing.FromWhole(100), "welcome-credit"); err != nil {
 		t.Fatal(err)
 	}
 	s.workflowName = "Nightly import"
@@ -143,11 +146,11 @@ func (s *stack) seed(t *testing.T) {
 	s.slowRunID = s.trigger(t, s.slowWorkflowID, `{}`)
 	s.executionID = s.callbackExecution(t)
 	testenv.Eventually(t, 60*time.Second, "the run to complete", func() bool {
-		st, err := s.env.Cmds.Run(ctx, s.runID)
+		st, err := s.env.Cmds.Workflows.Run(ctx, s.runID)
 		return err == nil && st.Status == run.StatusCompleted
 	})
 	testenv.Eventually(t, 30*time.Second, "the callback to be delivered", func() bool {
-		a, err := s.env.Cmds.WebhookAttempts(ctx, s.executionID)
+		a, err := s.env.Cmds.Webhooks.WebhookAttempts(ctx, s.executionID)
 		return err == nil && len(a) > 0 && a[len(a)-1].Delivered
 	})
 	for _, p := range []string{"runs", "executions", "billing", "workflowlist", "workspaces", "webhooks"} {
@@ -161,10 +164,10 @@ func (s *stack) seedPeople(t *testing.T) {
 	ctx := context.Background()
 	s.owner, s.member = s.person(t, "owner"), s.person(t, "member")
 	var err error
-	if s.ws, err = s.env.Cmds.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
+	if s.ws, err = s.env.Cmds.Workspaces.CreateWorkspace(ctx, "Acme Logistics", s.owner.Email); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.env.Cmds.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
+	if err := s.env.Cmds.Workspaces.AddMember(ctx, s.ws, s.member.Email, "member"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -173,7 +176,7 @@ func (s *stack) person(t *testing.T, role string) person {
 	t.Helper()
 	email := fmt.Sprintf("%s-%s@example.com", role, uuid.NewString()[:6])
 	name := map[string]string{"owner": "Olivia Owner", "member": "Milo Member", "admin": "Ada Admin"}[role]
-	id, err := s.env.Cmds.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
+	id, err := s.env.Cmds.Identity.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: password, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func (s *stack) workflow(t *testing.T, def string) workflow.State {
 	if err := json.Unmarshal([]byte(def), &d); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := s.env.Cmds.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: s.ws, Definition: d})
+	wf, err := s.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: s.ws, Definition: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +198,7 @@ func (s *stack) workflow(t *testing.T, def string) workflow.State {
 
 func (s *stack) trigger(t *testing.T, workflowID, input string) string {
 	t.Helper()
-	runs, err := s.env.Cmds.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: s.ws, WorkflowID: workflowID,
+	runs, err := s.env.Cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: s.ws, WorkflowID: workflowID,
 		Input: json.RawMessage(input)})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("trigger: %v %v", runs, err)
@@ -214,7 +217,7 @@ func (s *stack) callbackTo(t *testing.T, path string) string {
 	t.Helper()
 	// Through a handler that seals, as serve's does (commands.WithSealer).
 	cmds := commands.New(s.env.Store, commands.WithSealer(s.sealer))
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: s.ws, Module: "core.echo",
 		Input: json.RawMessage(`{"order": "A-1042", "lines": 3}`), Config: json.RawMessage(`{}`), Attempts: 1,
 		Callback: commands.CallbackRequest{URL: s.hook.URL + path, Secret: "callback-secret"}})
 	if err != nil {

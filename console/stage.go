@@ -79,14 +79,14 @@ func (c *Console) renderStage(q *request, st *run.State, stageID string) error {
 // stageExecution adds the stage's execution and its attempts; one not written yet leaves
 // Execution nil.
 func (c *Console) stageExecution(q *request, d *stagePageData, id string) error {
-	e, err := c.cmds.Execution(q.ctx(), id)
+	e, err := c.cmds.Executions.Execution(q.ctx(), id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if d.Attempts, err = c.cmds.ExecutionAttempts(q.ctx(), id); err != nil {
+	if d.Attempts, err = c.cmds.Executions.ExecutionAttempts(q.ctx(), id); err != nil {
 		return err
 	}
 	d.Execution, d.Input, d.InputNote = &e, e.Input, "The execution's input, built from the upstream stages' outputs."

@@ -53,7 +53,7 @@ func (c *Console) workflow(q *request) {
 	if !ok {
 		return
 	}
-	wf, err := c.cmds.Workflow(q.ctx(), q.ws.ID, mux.Vars(q.r)["workflowId"])
+	wf, err := c.cmds.Workflows.Workflow(q.ctx(), q.ws.ID, mux.Vars(q.r)["workflowId"])
 	if err != nil {
 		c.fail(q, err)
 		return
@@ -97,7 +97,7 @@ func (c *Console) triggerFromPage(q *request, wf workflow.State, body string) er
 		}
 		input = json.RawMessage(body)
 	}
-	runs, err := c.cmds.TriggerWorkflow(q.acting(), commands.TriggerWorkflow{WorkspaceID: q.ws.ID, WorkflowID: wf.ID, Input: input})
+	runs, err := c.cmds.Workflows.TriggerWorkflow(q.acting(), commands.TriggerWorkflow{WorkspaceID: q.ws.ID, WorkflowID: wf.ID, Input: input})
 	switch {
 	case err != nil:
 		return err

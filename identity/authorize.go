@@ -74,7 +74,7 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 			req.values.Set(k, v)
 		}
 	}
-	a, err := p.cmds.App(r.Context(), req.get("client_id"))
+	a, err := p.cmds.Apps.App(r.Context(), req.get("client_id"))
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		p.failPage(w, "authorize: load app", err)
 		return
@@ -218,14 +218,14 @@ func describe(scopes []string) []consentScope {
 }
 
 func (p *Provider) pickOrConsent(w http.ResponseWriter, r *http.Request, req authRequest, pr Principal, workspaceID string) {
-	u, err := p.cmds.User(r.Context(), pr.UserID)
+	u, err := p.cmds.Identity.User(r.Context(), pr.UserID)
 	if err != nil {
 		p.failPage(w, "authorize: load user", err)
 		return
 	}
 	data := authPageData{CSRF: p.csrfToken(w, r), App: req.app, Req: req, UserEmail: u.Email}
 	if workspaceID != "" {
-		ws, err := p.cmds.Workspace(r.Context(), workspaceID)
+		ws, err := p.cmds.Workspaces.Workspace(r.Context(), workspaceID)
 		if role := ws.Members[pr.UserID]; err == nil && role != "" {
 			data.Workspace = workspaceChoice{ID: ws.ID, Name: ws.Name, Role: role}
 			granted, beyond := access.WithinRole(role, req.scopes)
@@ -257,7 +257,7 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 		p.redirectError(w, r, req, "access_denied", "the user declined the request")
 		return
 	}
-	ws, err := p.cmds.Workspace(r.Context(), workspaceID)
+	ws, err := p.cmds.Workspaces.Workspace(r.Context(), workspaceID)
 	if err != nil || ws.Members[pr.UserID] == "" {
 		p.errorPage(w, http.StatusForbidden, "Not a member", "You are not a member of that workspace.")
 		return
@@ -274,7 +274,7 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 	if err != nil {
 		p.log.WithError(err).Error("authorize: earlier authorizations")
 	}
-	_, code, err := p.cmds.GrantAuthorization(ctx, commands.GrantAuthorization{UserID: pr.UserID, ClientID: req.app.ClientID,
+	_, code, err := p.cmds.Apps.GrantAuthorization(ctx, commands.GrantAuthorization{UserID: pr.UserID, ClientID: req.app.ClientID,
 		WorkspaceID: ws.ID, Scopes: scopes, CodeChallenge: req.get("code_challenge"), RedirectURI: req.get("redirect_uri"),
 		Nonce: req.get("nonce"), AuthTime: p.sessionAuthTime(r), CodeTTL: p.opts.CodeTTL})
 	if err != nil {
@@ -287,7 +287,7 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 		return
 	}
 	for _, id := range earlier {
-		if err := p.cmds.RevokeAuthorization(ctx, id, grant.ReasonSuperseded); err != nil {
+		if err := p.cmds.Apps.RevokeAuthorization(ctx, id, grant.ReasonSuperseded); err != nil {
 			p.log.WithError(err).Warn("authorize: supersede earlier authorization")
 		}
 	}

@@ -60,7 +60,7 @@ func newBenchRig(b *testing.B) *benchRig {
 // code grants a fresh code directly through the command (the browser part is not measured).
 func (br *benchRig) code(b *testing.B) (code, verifier string) {
 	verifier = oauth2.GenerateVerifier()
-	_, code, err := br.r.cmds.GrantAuthorization(context.Background(), commands.GrantAuthorization{UserID: br.owner.ID,
+	_, code, err := br.r.cmds.Apps.GrantAuthorization(context.Background(), commands.GrantAuthorization{UserID: br.owner.ID,
 		ClientID: br.client.ClientID, WorkspaceID: br.ws, Scopes: []string{"openid", "workspace:read"},
 		CodeChallenge: oauth2.S256ChallengeFromVerifier(verifier), RedirectURI: br.client.RedirectURI, AuthTime: time.Now(), CodeTTL: time.Hour})
 	if err != nil {

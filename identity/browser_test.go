@@ -42,15 +42,15 @@ func TestBrowserSignInAndConsent(t *testing.T) {
 	ctx := context.Background()
 	redirect := cb.URL + "/callback"
 	// A public client (PKCE only, no secret), as a native or browser app registers.
-	clientID, err := r.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: owner.ID, Public: true, Metadata: app.Metadata{Name: "Acme Reports",
+	clientID, err := r.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: owner.ID, Public: true, Metadata: app.Metadata{Name: "Acme Reports",
 		Description: "Weekly reports of your workflow runs", RedirectURIs: []string{redirect},
 		Scopes: []string{"openid", "email", "workspace:read", "workspace:read.billing"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []func() error{
-		func() error { return r.cmds.SubmitApp(ctx, clientID) },
-		func() error { return r.cmds.ApproveApp(ctx, clientID, "staff", 1) },
+		func() error { return r.cmds.Apps.SubmitApp(ctx, clientID) },
+		func() error { return r.cmds.Apps.ApproveApp(ctx, clientID, "staff", 1) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)

@@ -17,11 +17,6 @@ const (
 	ScopeWorkspaceAdmin = access.ScopeWorkspaceAdmin
 )
 
-// Caller is the principal as domain/access sees it.
-func (p Principal) Caller() access.Caller {
-	return access.Caller{UserID: p.UserID, Session: p.Session, WorkspaceID: p.WorkspaceID, Scopes: p.Scopes}
-}
-
 // sessionAudience marks a session JWT (the dashboard's bearer token and the sign-in cookie),
 // so it can never pass for an access token of an app.
 const sessionAudience = "switchyard:session"

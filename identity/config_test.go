@@ -13,7 +13,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	valid := func(f func(*identity.Config)) error {
-		c := identity.Config{Issuer: "http://127.0.0.1:8080", Cmds: &commands.Handler{}, Queries: &projections.Queries{}, Sealer: &seal.Sealer{}}
+		c := identity.Config{Issuer: "http://127.0.0.1:8080", Cmds: &commands.Commands{}, Queries: &projections.Queries{}, Sealer: &seal.Sealer{}}
 		f(&c)
 		return c.Validate()
 	}

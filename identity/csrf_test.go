@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestCSRFTokenIsBoundToTheSession: a form token made for one session is refused in another,

@@ -149,7 +149,7 @@ func TestReviewApprovesTheRevisionSeen(t *testing.T) {
 	if edited.status != 200 || !strings.Contains(edited.body, "out of the review queue") {
 		t.Fatalf("edit of a submitted app: %d %s", edited.status, edited.body)
 	}
-	if a, _ := r.cmds.App(t.Context(), clientID); a.Status != "draft" || a.Revision != 2 {
+	if a, _ := r.cmds.Apps.App(t.Context(), clientID); a.Status != "draft" || a.Revision != 2 {
 		t.Fatalf("after the edit: status %s revision %d, want draft 2", a.Status, a.Revision)
 	}
 	// Approving what was seen, while the edit is a draft, and after it was submitted again.
@@ -163,7 +163,7 @@ func TestReviewApprovesTheRevisionSeen(t *testing.T) {
 		if p.status != http.StatusConflict || !strings.Contains(p.body, "changed after this page was loaded") {
 			t.Fatalf("approve of the revision seen (resubmitted %v): %d %s", resubmit, p.status, p.body)
 		}
-		if a, _ := r.cmds.App(t.Context(), clientID); a.Live() {
+		if a, _ := r.cmds.Apps.App(t.Context(), clientID); a.Live() {
 			t.Fatal("the edited app went live")
 		}
 	}
@@ -175,7 +175,7 @@ func TestReviewApprovesTheRevisionSeen(t *testing.T) {
 	if p := sb.do("POST", "/review", reviewForm(now.body, clientID, "approve")); p.status != 200 {
 		t.Fatalf("approve of the current revision: %d", p.status)
 	}
-	if a, _ := r.cmds.App(t.Context(), clientID); !a.Live() || a.Metadata.Name != "Evil Reports" {
+	if a, _ := r.cmds.Apps.App(t.Context(), clientID); !a.Live() || a.Metadata.Name != "Evil Reports" {
 		t.Fatalf("after approval: %+v", a)
 	}
 	// The JSON twin names the revision too.

@@ -19,7 +19,7 @@ func TestLookAlikeAddressesAreRefused(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	register := func(email string) error {
-		_, err := r.cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: testPassword})
+		_, err := r.cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: testPassword})
 		return err
 	}
 	login := func(email string) (int, string) {
@@ -51,7 +51,7 @@ func TestLookAlikeAddressesAreRefused(t *testing.T) {
 		if st, msg := login(email); st != http.StatusOK {
 			t.Errorf("sign in as %s: %d %q", email, st, msg)
 		}
-		if u, err := r.cmds.UserByEmail(ctx, email); err != nil || u.Email != id {
+		if u, err := r.cmds.Identity.UserByEmail(ctx, email); err != nil || u.Email != id {
 			t.Errorf("UserByEmail(%s) = %q, %v; want %s", email, u.Email, err, id)
 		}
 	}

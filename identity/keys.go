@@ -32,7 +32,7 @@ var ErrNoSigningKey = errors.New("no signing key")
 // private half sealed; the ring reads them from the signing_keys read model, and folds a single
 // key's stream when a token names a kid it does not know yet (a key another process just created).
 type KeyRing struct {
-	cmds    *commands.Handler
+	cmds    *commands.Commands
 	queries *projections.Queries
 	sealer  *seal.Sealer
 	now     func() time.Time
@@ -54,7 +54,7 @@ type ringKey struct {
 	retired time.Time // zero while it is the newest key
 }
 
-func newKeyRing(cmds *commands.Handler, q *projections.Queries, sealer *seal.Sealer, now func() time.Time, publishFor time.Duration) *KeyRing {
+func newKeyRing(cmds *commands.Commands, q *projections.Queries, sealer *seal.Sealer, now func() time.Time, publishFor time.Duration) *KeyRing {
 	return &KeyRing{cmds: cmds, queries: q, sealer: sealer, now: now, publishFor: publishFor, keys: map[string]*ringKey{}}
 }
 
@@ -133,10 +133,10 @@ func (k *KeyRing) Rotate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := k.cmds.CreateSigningKey(ctx, c); err != nil {
+	if _, err := k.cmds.Identity.CreateSigningKey(ctx, c); err != nil {
 		return "", err
 	}
-	stored, err := k.cmds.SigningKey(ctx, c.KID)
+	stored, err := k.cmds.Identity.SigningKey(ctx, c.KID)
 	if err != nil {
 		return "", err
 	}
@@ -193,7 +193,7 @@ func (k *KeyRing) EnsureKey(ctx context.Context) error {
 // ReloadFromLog reads every key from the event log rather than the read model: for commands
 // that run without the projections (the CLI) and for a first start.
 func (k *KeyRing) ReloadFromLog(ctx context.Context) error {
-	keys, err := k.cmds.SigningKeys(ctx)
+	keys, err := k.cmds.Identity.SigningKeys(ctx)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (k *KeyRing) Keyfunc(ctx context.Context) jwt.Keyfunc {
 		if key == nil {
 			// Created by another process moments ago? Its stream says so without waiting for
 			// the read model. An unknown kid costs one stream read.
-			c, err := k.cmds.SigningKey(ctx, kid)
+			c, err := k.cmds.Identity.SigningKey(ctx, kid)
 			if err != nil {
 				if errors.Is(err, domain.ErrNotFound) {
 					return nil, fmt.Errorf("unknown kid %q", kid)

@@ -19,9 +19,10 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/user"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/emailaddr"
 	"github.com/switchyard/switchyard/internal/password"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // Cookie names on plain http (a loopback development service). The session cookie holds the
@@ -30,7 +31,7 @@ import (
 // such a cookie only from this origin, Secure, with Path=/ and no Domain, so a sibling
 // subdomain cannot plant one.
 const (
-	SessionCookie      = "sy_session"
+	SessionCookie      = bearer.SessionCookie
 	CSRFCookie         = "sy_csrf"
 	SecureCookiePrefix = "__Host-"
 	csrfField          = "csrf_token"
@@ -250,7 +251,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 		return "", 0, errBadCredentials
 	}
 	settle(attemptSucceeded)
-	s, err := p.cmds.StartSession(ctx, u.ID, p.opts.SessionTTL)
+	s, err := p.cmds.Identity.StartSession(ctx, u.ID, p.opts.SessionTTL)
 	if err != nil {
 		return "", 0, err
 	}
@@ -261,7 +262,7 @@ func (p *Provider) signIn(ctx context.Context, email, pw, addr string) (token st
 
 // checkPassword reports whether pw is the password of the account with email.
 func (p *Provider) checkPassword(ctx context.Context, email, pw string) (user.State, bool, error) {
-	u, err := p.cmds.UserByEmail(ctx, email)
+	u, err := p.cmds.Identity.UserByEmail(ctx, email)
 	hash := u.PasswordHash
 	if err != nil {
 		if !errors.Is(err, domain.ErrNotFound) {
@@ -439,7 +440,7 @@ func (p *Provider) logoutSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pr, ok := p.session(r); ok {
-		if err := p.cmds.EndSession(r.Context(), pr.SessionID); err != nil {
+		if err := p.cmds.Identity.EndSession(r.Context(), pr.SessionID); err != nil {
 			p.log.WithError(err).Error("sign out")
 		}
 	}

@@ -228,7 +228,7 @@ func TestWorkspaceEndpointChecks(t *testing.T) {
 	if st, _ := r.api("GET", "/v1/workspaces/"+ws+"/billing", login["token"].(string), nil); st != 403 {
 		t.Fatalf("session of a non-member: %d", st)
 	}
-	if err := r.cmds.AddMember(context.Background(), ws, stranger.Email, "member"); err != nil {
+	if err := r.cmds.Workspaces.AddMember(context.Background(), ws, stranger.Email, "member"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.api("GET", "/v1/workspaces/"+ws+"/billing", login["token"].(string), nil); st != 200 {
@@ -259,7 +259,7 @@ func TestRevocationAndRevert(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ClientID != c.ClientID || list[0].UserEmail != owner.Email {
 		t.Fatalf("connected apps: %+v %v", list, err)
 	}
-	if err := r.cmds.RevokeAuthorization(ctx, list[0].ID, "revoked by user"); err != nil {
+	if err := r.cmds.Apps.RevokeAuthorization(ctx, list[0].ID, "revoked by user"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.api("GET", "/v1/workspaces/"+ws+"/workflows", access, nil); st != 401 {
@@ -271,7 +271,7 @@ func TestRevocationAndRevert(t *testing.T) {
 
 	// Revert: the flow is disabled, the secret refused, live tokens stop working.
 	tok = r.tokens(b, c, owner, ws, "openid workspace:read")
-	if err := r.cmds.RevertApp(ctx, c.ClientID, "staff", "logo is misleading"); err != nil {
+	if err := r.cmds.Apps.RevertApp(ctx, c.ClientID, "staff", "logo is misleading"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.api("GET", "/v1/workspaces/"+ws+"/workflows", tok["access_token"].(string), nil); st != 401 {
@@ -285,20 +285,20 @@ func TestRevocationAndRevert(t *testing.T) {
 		t.Fatalf("authorize with a reverted app: %d %q", p.status, p.location)
 	}
 	// Back to draft, it can be edited again; approved again, the old secret stays invalid.
-	if err := r.cmds.UpdateApp(ctx, c.ClientID, app.Metadata{Name: "Acme Reports 2", RedirectURIs: []string{c.RedirectURI}, Scopes: []string{"openid"}}); err != nil {
+	if err := r.cmds.Apps.UpdateApp(ctx, c.ClientID, app.Metadata{Name: "Acme Reports 2", RedirectURIs: []string{c.RedirectURI}, Scopes: []string{"openid"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmds.SubmitApp(ctx, c.ClientID); err != nil {
+	if err := r.cmds.Apps.SubmitApp(ctx, c.ClientID); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmds.ApproveApp(ctx, c.ClientID, "staff", 2); err != nil {
+	if err := r.cmds.Apps.ApproveApp(ctx, c.ClientID, "staff", 2); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.refresh(c, tok["refresh_token"].(string)); st != 401 {
 		t.Fatalf("old secret after re-approval: %d", st)
 	}
 	// An approved app's metadata is locked: 409.
-	err = r.cmds.UpdateApp(ctx, c.ClientID, app.Metadata{Name: "Sneaky", RedirectURIs: []string{"https://evil.example/cb"}, Scopes: []string{"openid"}})
+	err = r.cmds.Apps.UpdateApp(ctx, c.ClientID, app.Metadata{Name: "Sneaky", RedirectURIs: []string{"https://evil.example/cb"}, Scopes: []string{"openid"}})
 	if !errors.Is(err, domain.ErrConflict) {
 		t.Fatalf("edit of an approved app: %v", err)
 	}

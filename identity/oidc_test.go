@@ -121,7 +121,7 @@ func TestRelyingParty(t *testing.T) {
 		t.Fatalf("api key: %d %v", st, key)
 	}
 	// SPEC.md 5 rule 9: the minted key is live at once.
-	if k, err := r.cmds.APIKey(ctx, key["id"].(string)); err != nil || k.WorkspaceID != ws || !k.Usable(time.Now()) {
+	if k, err := r.cmds.Workspaces.APIKey(ctx, key["id"].(string)); err != nil || k.WorkspaceID != ws || !k.Usable(time.Now()) {
 		t.Fatalf("minted key: %+v %v", k, err)
 	}
 

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/dbfail"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 //go:embed templates/*.html

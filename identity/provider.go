@@ -43,12 +43,12 @@ type Config struct {
 	// Issuer is the base URL, byte-exact in every token and document; required.
 	Issuer string
 	// Cmds, Queries and Sealer (which seals the signing keys) are required.
-	Cmds    *commands.Handler
+	Cmds    *commands.Commands
 	Queries *projections.Queries
 	Sealer  *seal.Sealer
 	// Logger receives internal failures; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
-	// Now is the clock (Cmds.Now when nil).
+	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// AccessTTL, IDTokenTTL, RefreshTTL and SessionTTL are the lifetimes of the tokens and of a
 	// browser session; CodeTTL that of an authorization code; KeyReload how often the signing
@@ -66,8 +66,8 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	c.Issuer = strings.TrimRight(c.Issuer, "/")
-	if c.Now == nil && c.Cmds != nil {
-		c.Now = c.Cmds.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
@@ -114,7 +114,7 @@ func (c Config) Validate() error {
 type Provider struct {
 	opts     Config
 	issuer   string
-	cmds     *commands.Handler
+	cmds     *commands.Commands
 	queries  *projections.Queries
 	log      logrus.FieldLogger
 	now      func() time.Time

@@ -22,11 +22,11 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/billing"
-	httpapi "github.com/switchyard/switchyard/http"
 	"github.com/switchyard/switchyard/identity"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/server"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // clock is a settable clock: tests move it forward instead of sleeping.
@@ -39,7 +39,7 @@ func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 type rig struct {
 	t       testing.TB
 	env     *testenv.Env
-	cmds    *commands.Handler
+	cmds    *commands.Commands
 	clock   *clock
 	idp     *identity.Provider
 	srv     *httptest.Server
@@ -83,7 +83,7 @@ func startRig(t testing.TB, env *testenv.Env, clk *clock, key []byte, issuer str
 	if err := idp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.Routes(httpapi.RoutesConfig{Cmds: cmds, Queries: env.Queries, Identity: idp})
+	s, err := server.Routes(server.RoutesConfig{Cmds: cmds, Queries: env.Queries, Identity: idp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ type account struct {
 func (r *rig) user(staff bool) account {
 	r.t.Helper()
 	email := fmt.Sprintf("u-%s@example.com", uuid.NewString()[:8])
-	id, err := r.cmds.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: testPassword, Name: "Test User", Staff: staff})
+	id, err := r.cmds.Identity.RegisterUser(context.Background(), commands.RegisterUser{Email: email, Password: testPassword, Name: "Test User", Staff: staff})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -112,12 +112,12 @@ func (r *rig) user(staff bool) account {
 func (r *rig) workspace(owner account, credits int64) string {
 	r.t.Helper()
 	ctx := context.Background()
-	ws, err := r.cmds.CreateWorkspace(ctx, "ws-"+uuid.NewString()[:6], owner.Email)
+	ws, err := r.cmds.Workspaces.CreateWorkspace(ctx, "ws-"+uuid.NewString()[:6], owner.Email)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	if credits > 0 {
-		if _, err := r.cmds.TopUp(ctx, ws, billing.FromWhole(credits), ""); err != nil {
+		if _, err := r.cmds.Billing.TopUp(ctx, ws, billing.FromWhole(credits), ""); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -143,21 +143,21 @@ func (r *rig) registerApp(owner account, public bool, scopes []string) registere
 	r.t.Helper()
 	ctx := context.Background()
 	redirect := "http://127.0.0.1:9/callback"
-	id, err := r.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: owner.ID, Public: public, Metadata: app.Metadata{Name: "Acme Reports",
+	id, err := r.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: owner.ID, Public: public, Metadata: app.Metadata{Name: "Acme Reports",
 		Description: "Reports for your workflows", LogoURL: "https://example.com/logo.png", RedirectURIs: []string{redirect}, Scopes: scopes}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	secret := ""
 	if !public {
-		if secret, err = r.cmds.IssueAppSecret(ctx, id); err != nil {
+		if secret, err = r.cmds.Apps.IssueAppSecret(ctx, id); err != nil {
 			r.t.Fatal(err)
 		}
 	}
-	if err := r.cmds.SubmitApp(ctx, id); err != nil {
+	if err := r.cmds.Apps.SubmitApp(ctx, id); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.cmds.ApproveApp(ctx, id, "staff", 1); err != nil {
+	if err := r.cmds.Apps.ApproveApp(ctx, id, "staff", 1); err != nil {
 		r.t.Fatal(err)
 	}
 	return registered{ClientID: id, Secret: secret, RedirectURI: redirect}

@@ -45,7 +45,7 @@ func TestMemberConsentCannotGrantAdminPowers(t *testing.T) {
 	r := newRig(t)
 	owner, member := r.user(false), r.user(false)
 	ws := r.workspace(owner, 3)
-	if err := r.cmds.AddMember(context.Background(), ws, member.Email, "member"); err != nil {
+	if err := r.cmds.Workspaces.AddMember(context.Background(), ws, member.Email, "member"); err != nil {
 		t.Fatal(err)
 	}
 	r.env.CaughtUp(t, "workspaces")
@@ -98,7 +98,7 @@ func TestDemotionTakesEffectOnTheNextCall(t *testing.T) {
 	ctx := context.Background()
 	owner, admin := r.user(false), r.user(false)
 	ws := r.workspace(owner, 3)
-	if err := r.cmds.AddMember(ctx, ws, admin.Email, "admin"); err != nil {
+	if err := r.cmds.Workspaces.AddMember(ctx, ws, admin.Email, "admin"); err != nil {
 		t.Fatal(err)
 	}
 	r.env.CaughtUp(t, "workspaces")
@@ -115,7 +115,7 @@ func TestDemotionTakesEffectOnTheNextCall(t *testing.T) {
 		}
 	}
 
-	if err := r.cmds.ChangeMemberRole(ctx, commands.MemberChange{WorkspaceID: ws, Email: admin.Email, Role: "member", Operator: true}); err != nil {
+	if err := r.cmds.Workspaces.ChangeMemberRole(ctx, commands.MemberChange{WorkspaceID: ws, Email: admin.Email, Role: "member", Operator: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, call := range calls {

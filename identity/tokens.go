@@ -22,8 +22,9 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
 	"github.com/switchyard/switchyard/domain/grant"
-	"github.com/switchyard/switchyard/http/httperr"
 	"github.com/switchyard/switchyard/internal/dbfail"
+	"github.com/switchyard/switchyard/web/bearer"
+	"github.com/switchyard/switchyard/web/httperr"
 )
 
 // oauthError is an RFC 6749 5.2 error.
@@ -101,7 +102,7 @@ func (p *Provider) authenticateClient(r *http.Request) (app.State, error) {
 	if id == "" {
 		return app.State{}, errInvalidClient
 	}
-	a, err := p.cmds.App(r.Context(), id)
+	a, err := p.cmds.Apps.App(r.Context(), id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return app.State{}, errInvalidClient
 	}
@@ -168,7 +169,7 @@ func (p *Provider) exchangeCode(ctx context.Context, client app.State, form url.
 	if code == "" || verifier == "" || redirect == "" {
 		return TokenResponse{}, oauthErr(http.StatusBadRequest, "invalid_request", "code, code_verifier and redirect_uri are required")
 	}
-	az, refresh, err := p.cmds.RedeemCode(ctx, commands.RedeemCode{Code: code, ClientID: client.ClientID, RedirectURI: redirect,
+	az, refresh, err := p.cmds.Apps.RedeemCode(ctx, commands.RedeemCode{Code: code, ClientID: client.ClientID, RedirectURI: redirect,
 		Verifier: verifier, RefreshTTL: p.opts.RefreshTTL})
 	if err != nil {
 		return TokenResponse{}, grantError(err)
@@ -188,7 +189,7 @@ func (p *Provider) exchangeRefresh(ctx context.Context, client app.State, form u
 			return TokenResponse{}, err
 		}
 	}
-	az, next, err := p.cmds.RefreshAuthorization(ctx, client.ClientID, token, p.opts.RefreshTTL)
+	az, next, err := p.cmds.Apps.RefreshAuthorization(ctx, client.ClientID, token, p.opts.RefreshTTL)
 	if err != nil {
 		return TokenResponse{}, grantError(err)
 	}
@@ -210,7 +211,7 @@ func (p *Provider) checkRefreshScope(ctx context.Context, clientID, token string
 	if !ok {
 		return nil
 	}
-	az, err := p.cmds.Authorization(ctx, id)
+	az, err := p.cmds.Apps.Authorization(ctx, id)
 	if err != nil || az.ClientID != clientID {
 		return nil
 	}
@@ -252,7 +253,7 @@ func (p *Provider) issue(ctx context.Context, az grant.State, refresh string, wi
 			c.Nonce = az.Nonce
 		}
 		if az.HasScope(ScopeEmail) || az.HasScope(ScopeProfile) {
-			u, err := p.cmds.User(ctx, az.UserID)
+			u, err := p.cmds.Identity.User(ctx, az.UserID)
 			if err != nil {
 				return TokenResponse{}, err
 			}
@@ -291,22 +292,12 @@ func atHash(accessToken string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// Principal is who a verified bearer token speaks for.
-type Principal struct {
-	// Session is true for a session JWT (a signed-in user, acting with their workspace roles);
-	// false for an app's access token (bound to WorkspaceID with Scopes).
-	Session         bool
-	UserID          string
-	ClientID        string
-	WorkspaceID     string
-	Scopes          []string
-	AuthorizationID string
-	SessionID       string
-	ExpiresAt       time.Time
-}
+// Principal is who a verified bearer token speaks for (web/bearer, which the /v1 API reads it
+// from without importing the provider).
+type Principal = bearer.Principal
 
 // ErrInvalidToken is any reason a bearer token is refused (SPEC.md 7: 401).
-var ErrInvalidToken = errors.New("invalid token")
+var ErrInvalidToken = bearer.ErrInvalidToken
 
 func (p *Provider) parse(ctx context.Context, raw string, validate bool) (tokenClaims, error) {
 	var c tokenClaims
@@ -337,7 +328,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		if c.SessionID == "" {
 			return Principal{}, fmt.Errorf("%w: no session", ErrInvalidToken)
 		}
-		s, err := p.cmds.Session(ctx, c.SessionID)
+		s, err := p.cmds.Identity.Session(ctx, c.SessionID)
 		if err != nil || !s.Active(p.now()) || s.UserID != c.Subject {
 			return Principal{}, fmt.Errorf("%w: session ended", ErrInvalidToken)
 		}
@@ -347,7 +338,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		return Principal{}, fmt.Errorf("%w: not an access token", ErrInvalidToken)
 	}
 	azID, _, _ := strings.Cut(c.ID, ".")
-	az, err := p.cmds.Authorization(ctx, azID)
+	az, err := p.cmds.Apps.Authorization(ctx, azID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return Principal{}, fmt.Errorf("%w: unknown authorization", ErrInvalidToken)
 	}
@@ -357,7 +348,7 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 	if az.Revoked || az.ClientID != c.ClientID || az.WorkspaceID != c.WorkspaceID || az.UserID != c.Subject {
 		return Principal{}, fmt.Errorf("%w: authorization revoked", ErrInvalidToken)
 	}
-	a, err := p.cmds.App(ctx, c.ClientID)
+	a, err := p.cmds.Apps.App(ctx, c.ClientID)
 	if err != nil || !a.Live() {
 		return Principal{}, fmt.Errorf("%w: app is not live", ErrInvalidToken)
 	}
@@ -365,16 +356,8 @@ func (p *Provider) VerifyBearer(ctx context.Context, raw string) (Principal, err
 		AuthorizationID: az.ID, ExpiresAt: unix(c.ExpiresAt)}, nil
 }
 
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
-
 func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
-	raw := bearerToken(r)
+	raw, _ := bearer.Token(r)
 	if raw == "" && r.Method == http.MethodPost {
 		_ = r.ParseForm()
 		raw = r.PostForm.Get("access_token")
@@ -396,7 +379,7 @@ func (p *Provider) userinfo(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
 		return
 	}
-	u, err := p.cmds.User(r.Context(), pr.UserID)
+	u, err := p.cmds.Identity.User(r.Context(), pr.UserID)
 	if err != nil {
 		p.writeOAuthError(w, r, err)
 		return
@@ -431,7 +414,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if azID, ok := p.authorizationOf(r.Context(), token, client.ClientID); ok {
-		if err := p.cmds.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
+		if err := p.cmds.Apps.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
 			p.writeOAuthError(w, r, err)
 			return
 		}
@@ -444,7 +427,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 // token signed by the ring, expired or not) belongs to.
 func (p *Provider) authorizationOf(ctx context.Context, token, clientID string) (string, bool) {
 	if id, ok := commands.AuthorizationOfToken(token); ok {
-		az, err := p.cmds.Authorization(ctx, id)
+		az, err := p.cmds.Apps.Authorization(ctx, id)
 		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(grant.HashToken(token)) {
 			return "", false
 		}
@@ -482,7 +465,7 @@ func (p *Provider) introspect(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) introspection(ctx context.Context, clientID, token string) map[string]any {
 	inactive := map[string]any{"active": false}
 	if id, ok := commands.AuthorizationOfToken(token); ok {
-		az, err := p.cmds.Authorization(ctx, id)
+		az, err := p.cmds.Apps.Authorization(ctx, id)
 		h := grant.HashToken(token)
 		if err != nil || az.ClientID != clientID || az.Revoked || az.RefreshHash == "" ||
 			subtle.ConstantTimeCompare([]byte(az.RefreshHash), []byte(h)) != 1 || !p.now().Before(az.RefreshExpiresAt) {

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/internal/testdb"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // answer is a response's status, Retry-After and body.

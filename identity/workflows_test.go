@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestWorkflowCRUDOnWorkspaceEndpoints drives workflow create, read, list, update and delete

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestActiveSeesTheProjectorsLock: Active is true while some engine runs the projector (holds

@@ -40,10 +40,10 @@ func TestAPIKeysProjection(t *testing.T) {
 	clock := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	cmds := commands.New(store, commands.WithClock(func() time.Time { clock = clock.Add(time.Second); return clock }))
 	email := "keys-" + uuid.NewString()[:8] + "@example.com"
-	if _, err := cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
+	if _, err := cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123"}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := cmds.CreateWorkspace(ctx, "Keys", email)
+	ws, err := cmds.Workspaces.CreateWorkspace(ctx, "Keys", email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAPIKeysProjection(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"name": "`+name+`", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`), &def); err != nil {
 			t.Fatal(err)
 		}
-		wf, err := cmds.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
+		wf, err := cmds.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: def})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,16 +68,16 @@ func TestAPIKeysProjection(t *testing.T) {
 			exp := clock.Add(48 * time.Hour)
 			c.ExpiresAt = &exp
 		}
-		m, err := cmds.CreateAPIKey(ctx, c)
+		m, err := cmds.Workspaces.CreateAPIKey(ctx, c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		minted = append(minted, m)
 	}
-	if err := cmds.RevokeAPIKeyWithReason(ctx, minted[2].ID, "rotated"); err != nil {
+	if err := cmds.Workspaces.RevokeAPIKeyWithReason(ctx, minted[2].ID, "rotated"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmds.RevokeAPIKeyWithReason(ctx, minted[2].ID, "again"); err != nil {
+	if err := cmds.Workspaces.RevokeAPIKeyWithReason(ctx, minted[2].ID, "again"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -131,7 +131,7 @@ func TestAPIKeysProjection(t *testing.T) {
 	if k0.AllowedWorkflowIDs == nil || len(k0.AllowedWorkflowIDs) != 0 || k0.ExpiresAt != nil {
 		t.Fatalf("key 0 row %+v", k0)
 	}
-	folded, _ := cmds.APIKey(ctx, minted[2].ID)
+	folded, _ := cmds.Workspaces.APIKey(ctx, minted[2].ID)
 	k2, _ := q.APIKeyByID(ctx, minted[2].ID)
 	if k2.RevokedAt == nil || !k2.RevokedAt.Equal(*folded.RevokedAt) || k2.RevokeReason != "rotated" {
 		t.Fatalf("revoked row %+v", k2)

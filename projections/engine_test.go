@@ -26,7 +26,7 @@ import (
 type env struct {
 	pool  *pgxpool.Pool
 	store eventstore.Store
-	cmds  *commands.Handler
+	cmds  *commands.Commands
 	q     *projections.Queries
 }
 
@@ -118,10 +118,10 @@ func (e env) seed(t *testing.T, rng *rand.Rand, workspaces, billingOps int) []st
 	var ids []string
 	for i := range workspaces {
 		email := fmt.Sprintf("owner%d-%s@example.com", i, uuid.NewString()[:8])
-		if _, err := e.cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123", Name: fmt.Sprint("Owner ", i)}); err != nil {
+		if _, err := e.cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: "password-123", Name: fmt.Sprint("Owner ", i)}); err != nil {
 			t.Fatal(err)
 		}
-		id, err := e.cmds.CreateWorkspace(ctx, fmt.Sprint("Workspace ", i), email)
+		id, err := e.cmds.Workspaces.CreateWorkspace(ctx, fmt.Sprint("Workspace ", i), email)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,16 +132,16 @@ func (e env) seed(t *testing.T, rng *rand.Rand, workspaces, billingOps int) []st
 		var err error
 		switch rng.IntN(3) {
 		case 0:
-			_, err = e.cmds.TopUp(ctx, ws, billing.Credits(rng.IntN(50_000)+1), fmt.Sprint("ref-", i))
+			_, err = e.cmds.Billing.TopUp(ctx, ws, billing.Credits(rng.IntN(50_000)+1), fmt.Sprint("ref-", i))
 		case 1:
-			_, err = e.cmds.RenewPlan(ctx, ws, billing.Credits(rng.IntN(20_000)))
+			_, err = e.cmds.Billing.RenewPlan(ctx, ws, billing.Credits(rng.IntN(20_000)))
 		default:
-			bal, berr := e.cmds.Balance(ctx, ws)
+			bal, berr := e.cmds.Billing.Balance(ctx, ws)
 			if berr != nil {
 				t.Fatal(berr)
 			}
 			if bal.Total() > 0 {
-				_, err = e.cmds.Charge(ctx, ws, fmt.Sprint("execution-", i), billing.Credits(rng.Int64N(int64(bal.Total()))+1))
+				_, err = e.cmds.Billing.Charge(ctx, ws, fmt.Sprint("execution-", i), billing.Credits(rng.Int64N(int64(bal.Total()))+1))
 			}
 		}
 		if err != nil {
@@ -202,7 +202,7 @@ func TestRebuildReproducesTablesRowForRow(t *testing.T) {
 		}
 	}
 	// The live projector keeps working on the swapped-in tables.
-	if _, err := e.cmds.TopUp(context.Background(), ids[0], billing.FromWhole(7), "after-rebuild"); err != nil {
+	if _, err := e.cmds.Billing.TopUp(context.Background(), ids[0], billing.FromWhole(7), "after-rebuild"); err != nil {
 		t.Fatal(err)
 	}
 	e.caughtUp(t, eng)
@@ -234,7 +234,7 @@ func TestBillingAuditCleanThenTampered(t *testing.T) {
 		if !rep.Clean() {
 			t.Fatalf("workspace %s: %v", ws, rep.Differences)
 		}
-		folded, _ := e.cmds.Balance(ctx, ws)
+		folded, _ := e.cmds.Billing.Balance(ctx, ws)
 		if rep.Folded.Credit != folded.Credit || rep.Folded.Usage != folded.Usage {
 			t.Fatalf("audit fold %+v, command fold credit %s usage %s", rep.Folded, folded.Credit, folded.Usage)
 		}
@@ -367,7 +367,7 @@ func TestOneInstancePerProjectorAndFailover(t *testing.T) {
 	wantRunning(-1)
 	stopA()
 	wantRunning(n)
-	if _, err := e.cmds.TopUp(ctx, ids[0], billing.FromWhole(3), "after-failover"); err != nil {
+	if _, err := e.cmds.Billing.TopUp(ctx, ids[0], billing.FromWhole(3), "after-failover"); err != nil {
 		t.Fatal(err)
 	}
 	e.caughtUp(t, engB)

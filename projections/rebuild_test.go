@@ -27,7 +27,7 @@ func TestRebuildCatchesUpWithEventsAppendedDuringIt(t *testing.T) {
 			return
 		}
 		appended = true
-		if _, err := e.cmds.TopUp(context.Background(), ids[0], billing.FromWhole(3), "during-rebuild"); err != nil {
+		if _, err := e.cmds.Billing.TopUp(context.Background(), ids[0], billing.FromWhole(3), "during-rebuild"); err != nil {
 			t.Error(err)
 		}
 	})

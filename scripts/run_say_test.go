@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/internal/testdb"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // stubGo stands for the Go toolchain: `go build -o OUT` says it compiles, waits until the test

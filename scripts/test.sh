@@ -154,7 +154,7 @@ fi
 # build the real binary and drive it over HTTP. Their goroutines live in the serve processes
 # they start, which -race on the test does not instrument, while instrumenting the test binary
 # would double the suite's longest package; the code those processes run is raced in its own
-# packages (http, identity, reactors, projections, commands). The two sets run side by side
+# packages (httpapi, identity, reactors, projections, commands). The two sets run side by side
 # when the server has room for both (above), else one after the other.
 no_race_pkgs=("$module/cmd/switchyard")
 race_mode="${SWITCHYARD_TEST_RACE:-auto}"

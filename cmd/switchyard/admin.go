@@ -34,7 +34,7 @@ func newUserCreateCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
-				id, err := a.cmds.RegisterUser(cmd.Context(), commands.RegisterUser{Email: email, Password: password, Name: name, Staff: staff})
+				id, err := a.cmds.Identity.RegisterUser(cmd.Context(), commands.RegisterUser{Email: email, Password: password, Name: name, Staff: staff})
 				if err != nil {
 					return err
 				}
@@ -62,7 +62,7 @@ func newWorkspaceCreateCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
-				id, err := a.cmds.CreateWorkspace(cmd.Context(), name, owner)
+				id, err := a.cmds.Workspaces.CreateWorkspace(cmd.Context(), name, owner)
 				if err != nil {
 					return err
 				}
@@ -88,7 +88,7 @@ func newWorkspaceAddMemberCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				if err := a.cmds.AddMember(cmd.Context(), workspaceID, email, role); err != nil {
+				if err := a.cmds.Workspaces.AddMember(cmd.Context(), workspaceID, email, role); err != nil {
 					return err
 				}
 				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "role": role},
@@ -114,7 +114,7 @@ func newWorkspaceSetRoleCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				err := a.cmds.ChangeMemberRole(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Role: role, Operator: true})
+				err := a.cmds.Workspaces.ChangeMemberRole(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Role: role, Operator: true})
 				if err != nil {
 					return err
 				}
@@ -142,7 +142,7 @@ func newWorkspaceRemoveMemberCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				if err := a.cmds.RemoveMember(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Operator: true}); err != nil {
+				if err := a.cmds.Workspaces.RemoveMember(cmd.Context(), commands.MemberChange{WorkspaceID: workspaceID, Email: email, Operator: true}); err != nil {
 					return err
 				}
 				return printResult(cmd.OutOrStdout(), asJSON, map[string]any{"workspaceId": workspaceID, "email": email, "removed": true},
@@ -171,7 +171,7 @@ func newTopUpCmd() *cobra.Command {
 				return fmt.Errorf("--amount: %w", err)
 			}
 			return billingCommand(cmd, &workspaceID, asJSON, func(a *app) error {
-				_, err := a.cmds.TopUp(cmd.Context(), workspaceID, amt, reference)
+				_, err := a.cmds.Billing.TopUp(cmd.Context(), workspaceID, amt, reference)
 				return err
 			})
 		},
@@ -198,7 +198,7 @@ func newPlanRenewCmd() *cobra.Command {
 				return fmt.Errorf("--included: %w", err)
 			}
 			return billingCommand(cmd, &workspaceID, asJSON, func(a *app) error {
-				_, err := a.cmds.RenewPlan(cmd.Context(), workspaceID, amt)
+				_, err := a.cmds.Billing.RenewPlan(cmd.Context(), workspaceID, amt)
 				return err
 			})
 		},
@@ -226,7 +226,7 @@ func billingCommand(cmd *cobra.Command, ref *string, asJSON bool, change func(*a
 	if err := change(a); err != nil {
 		return err
 	}
-	s, err := a.cmds.Balance(cmd.Context(), workspaceID)
+	s, err := a.cmds.Billing.Balance(cmd.Context(), workspaceID)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func newAPIKeyCreateCmd() *cobra.Command {
 				expires = &t
 			}
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				m, err := a.cmds.CreateAPIKey(cmd.Context(), commands.CreateAPIKey{WorkspaceID: workspaceID, Label: label,
+				m, err := a.cmds.Workspaces.CreateAPIKey(cmd.Context(), commands.CreateAPIKey{WorkspaceID: workspaceID, Label: label,
 					AllowedWorkflowIDs: allowed, ExpiresAt: expires})
 				if err != nil {
 					return err
@@ -91,10 +91,10 @@ func newAPIKeyRevokeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
-				if err := a.cmds.RevokeAPIKeyWithReason(cmd.Context(), id, reason); err != nil {
+				if err := a.cmds.Workspaces.RevokeAPIKeyWithReason(cmd.Context(), id, reason); err != nil {
 					return err
 				}
-				k, err := a.cmds.APIKey(cmd.Context(), id)
+				k, err := a.cmds.Workspaces.APIKey(cmd.Context(), id)
 				if err != nil {
 					return err
 				}
@@ -202,13 +202,13 @@ func newBootstrapCmd() *cobra.Command {
 
 // bootstrap runs the set-up steps in order. A user who exists already is reused only when the
 // password matches, so bootstrap can never hand out a workspace in someone else's account.
-func bootstrap(ctx context.Context, h *commands.Handler, reg commands.RegisterUser, name string, paid, included billing.Credits) (bootstrapResult, error) {
+func bootstrap(ctx context.Context, h *commands.Commands, reg commands.RegisterUser, name string, paid, included billing.Credits) (bootstrapResult, error) {
 	var res bootstrapResult
 	email, pw := reg.Email, reg.Password
-	userID, err := h.RegisterUser(ctx, reg)
+	userID, err := h.Identity.RegisterUser(ctx, reg)
 	res.Staff = reg.Staff
 	if errors.Is(err, domain.ErrAlreadyExists) {
-		u, uerr := h.UserByEmail(ctx, email)
+		u, uerr := h.Identity.UserByEmail(ctx, email)
 		if uerr != nil {
 			return res, uerr
 		}
@@ -227,20 +227,20 @@ func bootstrap(ctx context.Context, h *commands.Handler, reg commands.RegisterUs
 		return res, fmt.Errorf("register %s: %w", email, err)
 	}
 	res.UserID = userID
-	if res.WorkspaceID, err = h.CreateWorkspace(ctx, name, email); err != nil {
+	if res.WorkspaceID, err = h.Workspaces.CreateWorkspace(ctx, name, email); err != nil {
 		return res, err
 	}
 	if paid > 0 {
-		if _, err := h.TopUp(ctx, res.WorkspaceID, paid, "bootstrap"); err != nil {
+		if _, err := h.Billing.TopUp(ctx, res.WorkspaceID, paid, "bootstrap"); err != nil {
 			return res, err
 		}
 	}
 	if included > 0 {
-		if _, err := h.RenewPlan(ctx, res.WorkspaceID, included); err != nil {
+		if _, err := h.Billing.RenewPlan(ctx, res.WorkspaceID, included); err != nil {
 			return res, err
 		}
 	}
-	m, err := h.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: res.WorkspaceID, Label: "bootstrap"})
+	m, err := h.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: res.WorkspaceID, Label: "bootstrap"})
 	if err != nil {
 		return res, err
 	}

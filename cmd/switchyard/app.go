@@ -29,7 +29,7 @@ type app struct {
 	log      *logrus.Logger
 	pool     *pgxpool.Pool
 	store    eventstore.Store
-	cmds     *commands.Handler
+	cmds     *commands.Commands
 	queries  *projections.Queries
 	engine   *projections.Engine
 	registry *prometheus.Registry

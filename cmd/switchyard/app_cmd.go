@@ -31,28 +31,28 @@ func newAppCreateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd.Context(), func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-				u, err := a.cmds.UserByEmail(ctx, owner)
+				u, err := a.cmds.Identity.UserByEmail(ctx, owner)
 				if err != nil {
 					return fmt.Errorf("--owner: %w", err)
 				}
-				id, err := a.cmds.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
+				id, err := a.cmds.Apps.RegisterApp(ctx, commands.RegisterApp{OwnerUserID: u.ID, Public: public,
 					Metadata: oauthapp.Metadata{Name: name, Description: description, LogoURL: logo, RedirectURIs: redirects, Scopes: scopes}})
 				if err != nil {
 					return err
 				}
 				secret := ""
 				if !public {
-					if secret, err = a.cmds.IssueAppSecret(ctx, id); err != nil {
+					if secret, err = a.cmds.Apps.IssueAppSecret(ctx, id); err != nil {
 						return err
 					}
 				}
 				status := oauthapp.StatusDraft
 				if approve {
-					if err := a.cmds.SubmitApp(ctx, id); err != nil {
+					if err := a.cmds.Apps.SubmitApp(ctx, id); err != nil {
 						return err
 					}
 					// Revision 1: the app was registered a moment ago by this same command.
-					if err := a.cmds.ApproveApp(ctx, id, cliReviewer, 1); err != nil {
+					if err := a.cmds.Apps.ApproveApp(ctx, id, cliReviewer, 1); err != nil {
 						return err
 					}
 					status = oauthapp.StatusApproved
@@ -101,12 +101,12 @@ func newAppReviewCmd(action string) *cobra.Command {
 				if action == "approve" {
 					err = approveApp(ctx, cmd, a, clientID, revision)
 				} else {
-					err = a.cmds.RevertApp(ctx, clientID, cliReviewer, reason)
+					err = a.cmds.Apps.RevertApp(ctx, clientID, cliReviewer, reason)
 				}
 				if err != nil {
 					return err
 				}
-				s, err := a.cmds.App(ctx, clientID)
+				s, err := a.cmds.Apps.App(ctx, clientID)
 				if err != nil {
 					return err
 				}
@@ -130,7 +130,7 @@ func newAppReviewCmd(action string) *cobra.Command {
 // revision, whose metadata it prints first so the operator's log shows what was approved.
 func approveApp(ctx context.Context, cmd *cobra.Command, a *app, clientID string, revision int) error {
 	if revision == 0 {
-		s, err := a.cmds.App(ctx, clientID)
+		s, err := a.cmds.Apps.App(ctx, clientID)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func approveApp(ctx context.Context, cmd *cobra.Command, a *app, clientID string
 			s.Revision, s.ClientID, m.Name, m.RedirectURIs, m.Scopes)
 		revision = s.Revision
 	}
-	err := a.cmds.ApproveApp(ctx, clientID, cliReviewer, revision)
+	err := a.cmds.Apps.ApproveApp(ctx, clientID, cliReviewer, revision)
 	if errors.Is(err, oauthapp.ErrRevisionChanged) {
 		return fmt.Errorf("--revision %d: %w", revision, err)
 	}

@@ -272,17 +272,17 @@ func gatherCounter(a *app, name string) float64 {
 // benchKey creates a throw-away owner, workspace with ample credits, and API key.
 func benchKey(ctx context.Context, a *app) (commands.APIKeyMinted, string, error) {
 	email := "bench-" + uuid.NewString()[:8] + "@bench.invalid"
-	if _, err := a.cmds.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: uuid.NewString()}); err != nil {
+	if _, err := a.cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: uuid.NewString()}); err != nil {
 		return commands.APIKeyMinted{}, "", err
 	}
-	ws, err := a.cmds.CreateWorkspace(ctx, "bench "+email, email)
+	ws, err := a.cmds.Workspaces.CreateWorkspace(ctx, "bench "+email, email)
 	if err != nil {
 		return commands.APIKeyMinted{}, "", err
 	}
-	if _, err := a.cmds.TopUp(ctx, ws, billing.FromWhole(100_000_000), ""); err != nil {
+	if _, err := a.cmds.Billing.TopUp(ctx, ws, billing.FromWhole(100_000_000), ""); err != nil {
 		return commands.APIKeyMinted{}, "", err
 	}
-	key, err := a.cmds.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
+	key, err := a.cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
 	return key, ws, err
 }
 

@@ -28,7 +28,7 @@ func newBillingAuditCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws := args[0]
 			return withWorkspace(cmd.Context(), &ws, func(a *app) error {
-				if _, err := a.cmds.Workspace(cmd.Context(), ws); err != nil {
+				if _, err := a.cmds.Workspaces.Workspace(cmd.Context(), ws); err != nil {
 					return err
 				}
 				rep, err := projections.AuditBilling(cmd.Context(), a.store, a.queries, ws, func(last eventstore.Position) {

@@ -204,19 +204,19 @@ func (c *cli) okJSON(v any, args ...string) {
 	}
 }
 
-// server is a running `switchyard serve`.
-type server struct {
+// serveProcess is a running `switchyard serve`.
+type serveProcess struct {
 	cmd  *exec.Cmd
 	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error // the process's exit, once done is closed
 }
 
-func (c *cli) serve() *server {
+func (c *cli) serve() *serveProcess {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, "serve")
 	cmd.Env = c.env
-	s := &server{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	s := &serveProcess{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -249,7 +249,7 @@ func (c *cli) get(path string) (int, string, error) {
 }
 
 // waitHTTP polls path until ok accepts the response, the server exits, or the deadline passes.
-func (c *cli) waitHTTP(s *server, path string, timeout time.Duration, ok func(status int, body string) bool) (int, string) {
+func (c *cli) waitHTTP(s *serveProcess, path string, timeout time.Duration, ok func(status int, body string) bool) (int, string) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(25 * time.Millisecond)
@@ -275,7 +275,7 @@ func (c *cli) waitHTTP(s *server, path string, timeout time.Duration, ok func(st
 }
 
 // stop sends SIGTERM and requires a clean exit (status 0) within the deadline.
-func (s *server) stop(t *testing.T, within time.Duration) {
+func (s *serveProcess) stop(t *testing.T, within time.Duration) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

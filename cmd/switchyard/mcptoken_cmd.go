@@ -42,7 +42,7 @@ func newMCPTokenCreateCmd() *cobra.Command {
 			}
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-				m, err := a.cmds.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: workspaceID, Label: label, ExpiresAt: expires})
+				m, err := a.cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: workspaceID, Label: label, ExpiresAt: expires})
 				if err != nil {
 					return err
 				}
@@ -118,10 +118,10 @@ func newMCPTokenRevokeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
 				ctx := commands.WithMetadata(cmd.Context(), commands.Metadata{Source: "cli"})
-				if err := a.cmds.RevokeMCPToken(ctx, workspaceID, id, reason); err != nil {
+				if err := a.cmds.Workspaces.RevokeMCPToken(ctx, workspaceID, id, reason); err != nil {
 					return err
 				}
-				t, err := a.cmds.MCPToken(cmd.Context(), id)
+				t, err := a.cmds.Workspaces.MCPToken(cmd.Context(), id)
 				if err != nil {
 					return err
 				}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/switchyard/switchyard/eventstore"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/replay"
 )
 
@@ -16,7 +16,7 @@ func (a *app) sdkAuth(_ context.Context) (*httpapi.SDKAuth, error) {
 	// submit's signature (docs/executions.md, "Replays").
 	_, claims := a.store.(eventstore.ClaimStore)
 	return httpapi.NewSDKAuth(httpapi.SDKAuthConfig{
-		Lookup:           httpapi.LookupFromStore(a.cmds.APIKey),
+		Lookup:           httpapi.LookupFromStore(a.cmds.Workspaces.APIKey),
 		Replay:           replay.New(a.pool, replay.Config{Logger: a.log}),
 		ClaimsInCommits:  claims,
 		RatePerSecond:    a.cfg.RateLimit,

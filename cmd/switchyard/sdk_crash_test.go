@@ -50,7 +50,7 @@ func submitMany(t *testing.T, callers []*rawCaller, n, workers int, body func(i 
 // auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
 // startSecond starts another serve process on the service's database, listening on a port of
 // its own, and waits until it is ready.
-func (s *sdkService) startSecond(t *testing.T) (*cli, *server) {
+func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
 	t.Helper()
 	second := *s.cli
 	second.port = freePort(t)

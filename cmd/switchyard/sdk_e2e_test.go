@@ -139,7 +139,7 @@ func wantErrorBody(t *testing.T, r rawResponse, status int, message string) {
 // sdkService is a served binary with a bootstrapped workspace and key.
 type sdkService struct {
 	cli *cli
-	srv *server
+	srv *serveProcess
 	key sdkKey
 }
 

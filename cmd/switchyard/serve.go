@@ -11,15 +11,17 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/webhooks"
+	"github.com/switchyard/switchyard/server"
 )
 
 func newServeCmd() *cobra.Command {
@@ -47,6 +49,11 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}
+	exec := executor.New(a.store, a.cmds, a.queries, a.modules, hub, executor.Config{
+		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout,
+		Registerer: a.registry, Logger: a.log})
+	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
+	cmds := commands.WithRunner(a.cmds, exec)
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err
@@ -58,7 +65,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		}
 		return err
 	}
-	srv, err := httpapi.Routes(httpapi.RoutesConfig{
+	srv, err := server.Routes(server.RoutesConfig{
 		Server: httpapi.ServerConfig{
 			Logger:       a.log,
 			Gatherer:     a.registry,
@@ -69,20 +76,17 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 				{Name: "projections", Check: a.engine.Ready},
 			},
 		},
-		Cmds: a.cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp,
+		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp,
 		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
 	})
 	if err != nil {
 		return err
 	}
-	exec := executor.New(a.cmds, a.queries, a.modules, hub, executor.Config{
-		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout,
-		Registerer: a.registry, Logger: a.log})
-	sched := scheduler.New(a.cmds, a.queries, scheduler.Config{Logger: a.log,
+	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})
-	hooks := webhooks.New(a.cmds, a.queries, a.sealer, webhooks.Config{
+	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/workflow"
-	httpapi "github.com/switchyard/switchyard/http"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
 )
 
@@ -65,7 +65,7 @@ func newWorkflowCreateCmd() *cobra.Command {
 				return err
 			}
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				st, err := a.cmds.CreateWorkflow(cmd.Context(), commands.CreateWorkflow{WorkspaceID: workspaceID, Definition: d})
+				st, err := a.cmds.Workflows.CreateWorkflow(cmd.Context(), commands.CreateWorkflow{WorkspaceID: workspaceID, Definition: d})
 				if err != nil {
 					return err
 				}
@@ -98,7 +98,7 @@ func newWorkflowUpdateCmd() *cobra.Command {
 				return err
 			}
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				st, err := a.cmds.UpdateWorkflow(cmd.Context(), workspaceID, args[0], d)
+				st, err := a.cmds.Workflows.UpdateWorkflow(cmd.Context(), workspaceID, args[0], d)
 				if err != nil {
 					return err
 				}
@@ -121,7 +121,7 @@ func newWorkflowGetCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				st, err := a.cmds.Workflow(cmd.Context(), workspaceID, args[0])
+				st, err := a.cmds.Workflows.Workflow(cmd.Context(), workspaceID, args[0])
 				if err != nil {
 					return err
 				}
@@ -173,7 +173,7 @@ func newWorkflowDeleteCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withWorkspace(cmd.Context(), &workspaceID, func(a *app) error {
-				if err := a.cmds.DeleteWorkflow(cmd.Context(), workspaceID, args[0]); err != nil {
+				if err := a.cmds.Workflows.DeleteWorkflow(cmd.Context(), workspaceID, args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted workflow %s\n", args[0])

@@ -50,7 +50,7 @@ func resolveWorkspace(ctx context.Context, a *app, ref string) (string, error) {
 	lines := make([]string, len(named))
 	for i, w := range named {
 		owner := "user " + w.OwnerUserID
-		if u, err := a.cmds.User(ctx, w.OwnerUserID); err == nil {
+		if u, err := a.cmds.Identity.User(ctx, w.OwnerUserID); err == nil {
 			owner = u.Email
 		}
 		lines[i] = fmt.Sprintf("  %s  created %s by %s", w.WorkspaceID, w.At.UTC().Format(time.RFC3339), owner)

@@ -33,13 +33,22 @@ type Submit struct {
 	Runner      string
 }
 
+// CheckAttempts refuses an attempts count out of range, naming the field: the one rule of a
+// submit's attempts, which commands checks before anything of the submit is written.
+func CheckAttempts(n int) error {
+	if n < MinAttempts || n > MaxAttempts {
+		return domain.Invalid("attempts", "must be an integer from %d to %d", MinAttempts, MaxAttempts)
+	}
+	return nil
+}
+
 // DecideSubmit accepts a new execution.
 func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	if s.Exists {
 		return nil, domain.ErrAlreadyExists
 	}
-	if c.Attempts < MinAttempts || c.Attempts > MaxAttempts {
-		return nil, domain.Invalid("attempts", "must be an integer from %d to %d", MinAttempts, MaxAttempts)
+	if err := CheckAttempts(c.Attempts); err != nil {
+		return nil, err
 	}
 	if c.Module == "" {
 		return nil, domain.Invalid("module", "is required")

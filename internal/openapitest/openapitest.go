@@ -1,5 +1,5 @@
 // Package openapitest holds the service's HTTP routes and real responses to its OpenAPI 3.1
-// document (http/openapi.json): route diffs, response and event validation against the
+// document (httpapi/openapi.json): route diffs, response and event validation against the
 // schemas, broken references. Test code only: the service serves the document, it does not
 // validate against it.
 package openapitest

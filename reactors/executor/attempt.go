@@ -34,10 +34,8 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 // complete charges usage (once per execution, whatever retries or takeovers happen) and
 // records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
-	decide := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, st.Attempt, out, usage, e.cmds.Now())
-	}
-	charged, after, err := e.settle(ctx, st, usage, decide)
+	done := commands.Outcome{Worker: e.opts.Worker, Attempt: st.Attempt, Output: out, Usage: usage}
+	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: done})
 	switch {
 	case unstorable(err):
 		return e.fail(ctx, st, outputUnstorable("output", err), true)
@@ -48,25 +46,25 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	case !charged:
 		return e.fail(ctx, st, insufficientCredits(usage), false)
 	}
-	done, err := e.cmds.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+	completed, err := e.cmds.Attempts.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
 	if unstorable(err) {
 		return e.fail(ctx, st, outputUnstorable("output", err), true)
 	}
-	return done, err
+	return completed, err
 }
 
-// settle bills the execution's usage and, in the same commit, records the outcome decide
-// returns (after then exists). When the outcome could not go with the charge, after is the
+// settle bills the execution's usage and, in the same commit, records item's outcome (after
+// then exists). When the outcome could not go with the charge, after is the
 // zero state and charged tells whether the charge is made: the caller records the outcome,
 // or the failure to pay for it. A charge made by an earlier holder that died before recording
 // the output is found in the billing history rather than refused for the balance it took.
-func (e *Executor) settle(ctx context.Context, st execution.State, usage billing.Credits, decide func(execution.State) ([]domain.Event, error)) (charged bool, after execution.State, err error) {
+func (e *Executor) settle(ctx context.Context, st execution.State, usage billing.Credits, item commands.ChargedFinish) (charged bool, after execution.State, err error) {
 	if usage <= 0 {
 		return true, execution.State{}, nil
 	}
 	cause := "execution-" + st.ID
-	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: cause, Amount: usage}, Finish: decide})
+	item.ExecutionID, item.Charge = st.ID, commands.ChargeRequest{Cause: cause, Amount: usage}
+	res, err := e.charges.charge(ctx, st.WorkspaceID, item)
 	switch {
 	case err != nil:
 		return false, execution.State{}, err
@@ -86,7 +84,7 @@ func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Fail
 	if err != nil {
 		return st, fmt.Errorf("encode failure: %w", err)
 	}
-	return e.cmds.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
+	return e.cmds.Attempts.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
 }
 
 // follow completes a cached repeat with its first call's output, for free, once that call
@@ -97,7 +95,7 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 	var leader execution.State
 	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
 		var err error
-		leader, err = e.cmds.Execution(ctx, st.CachedFrom)
+		leader, err = e.cmds.Attempts.Execution(ctx, st.CachedFrom)
 		if errors.Is(err, domain.ErrNotFound) {
 			return true, nil
 		}
@@ -109,7 +107,7 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 	if leader.Status != execution.StatusCompleted {
 		return st, false
 	}
-	done, err := e.cmds.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0)
+	done, err := e.cmds.Attempts.CompleteExecution(runCtx, st.ID, e.opts.Worker, st.Attempt, leader.Output, 0)
 	if err != nil {
 		if !errors.Is(err, execution.ErrLeaseLost) {
 			e.log.WithField("executionId", st.ID).WithError(err).Error("cannot record cached output")
@@ -126,72 +124,77 @@ func (e *Executor) runUnclaimed(ctx, runCtx context.Context, w work) (execution.
 	id, st := w.id, w.state
 	if !st.Exists {
 		var err error
-		if st, err = e.cmds.Execution(ctx, id); err != nil {
+		if st, err = e.cmds.Attempts.Execution(ctx, id); err != nil {
 			return st, err
 		}
 	}
-	if st.CachedFrom != "" || !st.Claimable(e.cmds.Now()) {
+	if st.CachedFrom != "" || !st.Claimable(e.opts.Now()) {
 		return e.claim(ctx, id)
 	}
 	out, runErr := e.runModule(runCtx, st, st.NextAttempt(), false)
-	var finish func(execution.State) ([]domain.Event, error)
+	var outcome commands.Outcome
+	var err error
 	switch f, ok := modules.AsFailure(runErr); {
 	case runErr == nil:
 		var after execution.State
-		var err error
-		if finish, after, err = e.completion(ctx, st, out); err != nil || after.Exists {
+		if outcome, after, err = e.completion(ctx, st, out); err != nil || after.Exists {
 			return after, err
 		}
 	case ok:
-		finish = e.failure(f, true)
+		outcome, err = e.failure(f, true)
 	case runCtx.Err() != nil:
 		return st, fmt.Errorf("run abandoned: %w", runErr) // shutdown: unclaimed, a sweep finds it
 	default:
 		e.log.WithField("executionId", st.ID).WithError(runErr).Error("module infrastructure error")
-		finish = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
+		outcome, err = e.failure(&modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}, true)
+	}
+	if err != nil {
+		return st, err
 	}
 	e.metrics.claims.Inc()
-	after, err := e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), finish)
+	after, err := e.cmds.Attempts.ClaimAndFinish(runCtx, id, e.lease(st), outcome)
 	if unstorable(err) && runErr == nil {
-		return e.cmds.ClaimAndFinish(runCtx, id, e.opts.Worker, e.lease(st), e.failure(outputUnstorable("output", err), true))
+		failed, ferr := e.failure(outputUnstorable("output", err), true)
+		if ferr != nil {
+			return st, ferr
+		}
+		return e.cmds.Attempts.ClaimAndFinish(runCtx, id, e.lease(st), failed)
 	}
 	return after, err
 }
 
 // completion charges the unclaimed call (once per execution) with its claim and completion
 // in one commit, and returns the state after it. When they could not go together it returns
-// the decision to append instead: the completion, or a final failure when the balance cannot
-// cover the call.
-func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (func(execution.State) ([]domain.Event, error), execution.State, error) {
+// the outcome to record with the claim instead: the completion, or a final failure when the
+// balance cannot cover the call.
+func (e *Executor) completion(ctx context.Context, st execution.State, out json.RawMessage) (commands.Outcome, execution.State, error) {
 	usage := billing.Credits(st.CostMilli)
-	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideComplete(s, e.opts.Worker, s.Attempt, out, usage, e.cmds.Now())
-	}
-	charged, after, err := e.settle(ctx, st, usage, e.cmds.ClaimThen(e.opts.Worker, e.lease(st), complete))
+	complete := commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage}
+	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: complete, ClaimFor: e.lease(st)})
 	switch {
 	case unstorable(err):
-		return e.failure(outputUnstorable("output", err), true), execution.State{}, nil
+		failed, ferr := e.failure(outputUnstorable("output", err), true)
+		return failed, execution.State{}, ferr
 	case err != nil:
-		return nil, st, err
+		return commands.Outcome{}, st, err
 	case after.Exists:
 		e.metrics.claims.Inc()
-		return nil, after, nil
+		return commands.Outcome{}, after, nil
 	case !charged:
-		return e.failure(insufficientCredits(usage), false), execution.State{}, nil
+		failed, err := e.failure(insufficientCredits(usage), false)
+		return failed, execution.State{}, err
 	}
 	return complete, execution.State{}, nil
 }
 
-// failure is the decision recording f for the attempt, retried while attempts remain and
-// retry is true.
-func (e *Executor) failure(f *modules.Failure, retry bool) func(execution.State) ([]domain.Event, error) {
-	return func(s execution.State) ([]domain.Event, error) {
-		body, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("encode failure: %w", err)
-		}
-		return execution.DecideFail(s, e.opts.Worker, s.Attempt, body, retry, e.backoff(s.Attempt), e.cmds.Now())
+// failure is the outcome of the claimed attempt failing with f, retried while attempts remain
+// and retry is true.
+func (e *Executor) failure(f *modules.Failure, retry bool) (commands.Outcome, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return commands.Outcome{}, fmt.Errorf("encode failure: %w", err)
 	}
+	return commands.Outcome{Worker: e.opts.Worker, Failure: body, Retry: retry, Backoff: e.backoff}, nil
 }
 
 func insufficientCredits(usage billing.Credits) *modules.Failure {

@@ -19,7 +19,7 @@ const maxChargeBatch = 500
 // of racing for its next revision. Each charge carries the outcome to record with it, and a
 // batch writes charges and outcomes in one commit (commands.ChargeAndFinish).
 type charger struct {
-	cmds *commands.Handler
+	cmds *commands.Commands
 
 	mu     sync.Mutex
 	queues map[string][]*chargeCall
@@ -36,7 +36,7 @@ type chargeDone struct {
 	err error
 }
 
-func newCharger(cmds *commands.Handler) *charger {
+func newCharger(cmds *commands.Commands) *charger {
 	return &charger{cmds: cmds, queues: map[string][]*chargeCall{}}
 }
 
@@ -65,7 +65,7 @@ func (c *charger) charge(ctx context.Context, workspaceID string, item commands.
 // account is held (commands.AwaitAccountTurn), so it takes along what queued during the wait.
 func (c *charger) flush(ctx context.Context, workspaceID string) {
 	for {
-		held := c.cmds.AwaitAccountTurn(ctx, workspaceID)
+		held := c.cmds.Charges.AwaitAccountTurn(ctx, workspaceID)
 		c.mu.Lock()
 		q := c.queues[workspaceID]
 		if len(q) == 0 {
@@ -88,7 +88,7 @@ func (c *charger) apply(ctx context.Context, held *commands.AccountTurn, workspa
 	for i, call := range batch {
 		items[i] = call.item
 	}
-	results, err := c.cmds.ChargeAndFinishIn(ctx, held, workspaceID, items)
+	results, err := c.cmds.Charges.ChargeAndFinishIn(ctx, held, workspaceID, items)
 	if errors.Is(err, commands.ErrNotCombined) {
 		results, err = c.separately(ctx, workspaceID, items)
 	}
@@ -135,7 +135,7 @@ func (c *charger) chargeOnly(ctx context.Context, workspaceID string, items []co
 		reqs[i] = it.Charge
 	}
 	for backoff := 5 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
-		errs, err := c.cmds.ChargeMany(ctx, workspaceID, reqs)
+		errs, err := c.cmds.Billing.ChargeMany(ctx, workspaceID, reqs)
 		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			time.Sleep(time.Duration(rand.Int64N(int64(backoff))))
 			continue

@@ -8,27 +8,24 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
-	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // echoCharge submits an echo and returns the item that charges one credit for it and
 // completes it.
-func echoCharge(t *testing.T, cmds *commands.Handler, ws string) commands.ChargedFinish {
+func echoCharge(t *testing.T, cmds *commands.Commands, ws string) commands.ChargedFinish {
 	t.Helper()
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: billing.FromWhole(1)},
-		Finish: cmds.ClaimThen("test", time.Minute, func(s execution.State) ([]domain.Event, error) {
-			return execution.DecideComplete(s, "test", s.Attempt, json.RawMessage(`{"n":1}`), billing.FromWhole(1), time.Now())
-		})}
+		Charge:   commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: billing.FromWhole(1)},
+		ClaimFor: time.Minute,
+		Outcome:  commands.Outcome{Worker: "test", Output: json.RawMessage(`{"n":1}`), Usage: billing.FromWhole(1)}}
 }
 
 // While another process holds the turn on a workspace's account, the charges that queue for it
@@ -46,11 +43,11 @@ func TestChargesQueuedDuringTheWaitForATurnShareItsBatch(t *testing.T) {
 	}
 	// The other process moves the account under this one's cached state: this one is refused
 	// once, and takes turns on the account from then on.
-	if _, err := cmds.Balance(ctx, ws); err != nil {
+	if _, err := cmds.Billing.Balance(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []*commands.Handler{other, cmds} {
-		if _, err := h.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{echoCharge(t, other, ws)}); err != nil {
+	for _, h := range []*commands.Commands{other, cmds} {
+		if _, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{echoCharge(t, other, ws)}); err != nil {
 			t.Fatal(err)
 		}
 	}

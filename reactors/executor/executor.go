@@ -60,11 +60,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger receives the executor's warnings; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// Now is the clock leases, sweeps and retries are timed by; default time.Now.
+	Now func() time.Time
 }
 
 // Executor claims and runs executions.
 type Executor struct {
-	cmds     *commands.Handler
+	cmds     *commands.Commands
 	store    eventstore.Store
 	queries  *projections.Queries
 	registry *modules.Registry
@@ -84,7 +86,7 @@ type Executor struct {
 	wg          sync.WaitGroup
 }
 
-// Running reports whether Run is under way and takes this process's submits.
+// Running reports whether Run is under way and takes this process's submits (commands.Runner).
 func (e *Executor) Running() bool { return e.taking.Load() }
 
 // setDefaults fills zero values and repairs out-of-range ones (a negative duration, a share
@@ -103,6 +105,9 @@ func (c *Config) setDefaults() {
 	configcheck.SetDefaults(c.durations(), true)
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -127,12 +132,14 @@ func (c *Config) durations() []configcheck.Duration {
 		{Name: "DrainTimeout", Value: &c.DrainTimeout, Default: 30 * time.Second}}
 }
 
-// New returns an executor; Run starts it. It calls cfg.setDefaults, which repairs what
-// Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
+// New returns an executor following store and issuing cmds' Attempts, Charges and Billing;
+// Run starts it. It calls cfg.setDefaults, which repairs what Validate would refuse, so it
+// needs no error result. Submits reach it directly once it is their runner
+// (commands.WithRunner).
+func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
 	cfg.setDefaults()
 	share := (cfg.Concurrency*cfg.WorkspaceShare + 99) / 100
-	return &Executor{cmds: cmds, store: cmds.Store(), queries: queries, registry: registry, hub: hub, opts: cfg,
+	return &Executor{cmds: cmds, store: store, queries: queries, registry: registry, hub: hub, opts: cfg,
 		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
 		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
 		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
@@ -173,9 +180,8 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.ctx, e.runCtx = ctx, runCtx
 	e.mu.Unlock()
-	e.cmds.SetRunner(e)
 	e.taking.Store(true)
-	defer e.cmds.SetRunner(nil)
+	defer e.taking.Store(false)
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
 	e.sweep(ctx, runCtx)
@@ -190,7 +196,6 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.sweep(ctx, runCtx)
 		}
 	}
-	e.cmds.SetRunner(nil)
 	e.taking.Store(false)
 	return e.drain(cancelRuns)
 }
@@ -224,7 +229,7 @@ func (e *Executor) drain(cancelRuns context.CancelFunc) error {
 }
 
 func (e *Executor) sweep(ctx, runCtx context.Context) {
-	ids, err := e.queries.ClaimableExecutions(ctx, e.cmds.Now(), e.opts.SweepGrace, 4*e.opts.Concurrency)
+	ids, err := e.queries.ClaimableExecutions(ctx, e.opts.Now(), e.opts.SweepGrace, 4*e.opts.Concurrency)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.WithError(err).Warn("sweep for claimable executions failed")
@@ -235,14 +240,14 @@ func (e *Executor) sweep(ctx, runCtx context.Context) {
 		if e.running(id) {
 			continue
 		}
-		st, err := e.cmds.Execution(ctx, id)
+		st, err := e.cmds.Attempts.Execution(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.WithError(err).WithField("executionId", id).Warn("sweep cannot read an execution")
 			}
 			continue
 		}
-		now := e.cmds.Now()
+		now := e.opts.Now()
 		if !st.Claimable(now) || (st.Status == execution.StatusCreated && st.Runner != "" &&
 			st.Runner != e.opts.Worker && now.Sub(st.CreatedAt) < e.opts.TakeoverGrace) {
 			continue
@@ -324,7 +329,7 @@ func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State 
 			st, err = e.attempt(runCtx, st)
 			continue
 		}
-		if st.RetryAt.IsZero() || !sleepUntil(ctx, e.cmds.Now(), st.RetryAt) {
+		if st.RetryAt.IsZero() || !sleepUntil(ctx, e.opts.Now(), st.RetryAt) {
 			break
 		}
 		st, err = e.claim(ctx, w.id)
@@ -342,7 +347,7 @@ func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State 
 
 func (e *Executor) claim(ctx context.Context, id string) (execution.State, error) {
 	e.metrics.claims.Inc()
-	return e.cmds.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
+	return e.cmds.Attempts.ClaimExecution(ctx, id, e.opts.Worker, e.lease)
 }
 
 // lease covers the module's deadline; a cached repeat may wait for its first call's attempts.

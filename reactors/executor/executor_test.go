@@ -18,11 +18,11 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // counter is a module that counts its runs per execution: the side effect that must happen
@@ -72,13 +72,13 @@ func startExecutor(t *testing.T, env *testenv.Env, reg *modules.Registry, name s
 
 // startInstance runs an executor as startExecutor does and returns the command handler of its
 // process, on which submits are handed to it directly.
-func startInstance(t *testing.T, env *testenv.Env, reg *modules.Registry, opts executor.Config) (*commands.Handler, context.CancelFunc) {
+func startInstance(t *testing.T, env *testenv.Env, reg *modules.Registry, opts executor.Config) (*commands.Commands, context.CancelFunc) {
 	t.Helper()
 	return startInstanceOn(t, env, env.Store, reg, opts)
 }
 
 // startInstanceOn is startInstance with the process's commands appending through store.
-func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg *modules.Registry, opts executor.Config) (*commands.Handler, context.CancelFunc) {
+func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg *modules.Registry, opts executor.Config) (*commands.Commands, context.CancelFunc) {
 	t.Helper()
 	cmds := commands.New(store, commands.WithModules(reg))
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
@@ -89,17 +89,17 @@ func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg
 	}
 	opts.SweepInterval, opts.SweepGrace, opts.RetryBackoff = 100*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond
 	opts.Logger = quietLog()
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), reg, hub, opts)
+	ex := executor.New(store, cmds, projections.NewQueries(env.Pool), reg, hub, opts)
 	stop := testenv.Go(t, ex.Run)
 	testenv.Eventually(t, 30*time.Second, "the executor to take submits", func() bool {
 		return ex.Running()
 	})
-	return cmds, stop
+	return commands.WithRunner(cmds, ex), stop
 }
 
-func submit(t *testing.T, cmds *commands.Handler, ws, module, input string, attempts int) execution.State {
+func submit(t *testing.T, cmds *commands.Commands, ws, module, input string, attempts int) execution.State {
 	t.Helper()
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: module,
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: module,
 		Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: attempts})
 	if err != nil {
 		t.Fatal(err)
@@ -107,12 +107,12 @@ func submit(t *testing.T, cmds *commands.Handler, ws, module, input string, atte
 	return st
 }
 
-func waitTerminal(t *testing.T, cmds *commands.Handler, id string) execution.State {
+func waitTerminal(t *testing.T, cmds *commands.Commands, id string) execution.State {
 	t.Helper()
 	var st execution.State
 	testenv.Eventually(t, 30*time.Second, "execution "+id+" to end", func() bool {
 		var err error
-		st, err = cmds.Execution(context.Background(), id)
+		st, err = cmds.Executions.Execution(context.Background(), id)
 		return err == nil && st.Status.Terminal()
 	})
 	return st
@@ -127,7 +127,7 @@ func TestEchoCompletesAndChargesOnce(t *testing.T) {
 	if done.Status != execution.StatusCompleted || !jsonEqual(done.Output, `{"hello":"world"}`) || done.TotalUsage != billing.FromWhole(1) {
 		t.Fatalf("echo: %+v", done.Record())
 	}
-	bal, err := env.Cmds.Balance(context.Background(), ws)
+	bal, err := env.Cmds.Billing.Balance(context.Background(), ws)
 	if err != nil || bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance after one echo = %v (%v), want 9", bal.Total(), err)
 	}
@@ -137,7 +137,7 @@ func TestFailingModuleUsesEveryAttempt(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	startExecutor(t, env, registry(t), "a")
-	st, err := env.Cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.fail",
+	st, err := env.Cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.fail",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{"message":"nope"}`), Attempts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestFailingModuleUsesEveryAttempt(t *testing.T) {
 	if err := json.Unmarshal(done.Record().Error, &f); err != nil || f["message"] != "nope" {
 		t.Fatalf("error of the failed execution: %s", done.Record().Error)
 	}
-	if bal, _ := env.Cmds.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
+	if bal, _ := env.Cmds.Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
 		t.Fatalf("a failed execution must not be billed: balance %v", bal.Total())
 	}
 }
@@ -171,7 +171,7 @@ func TestCompetingExecutorsRunEachExecutionOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
+			st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
 				Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1})
 			if err != nil {
 				failed.Add(1)
@@ -200,7 +200,7 @@ func TestCompetingExecutorsRunEachExecutionOnce(t *testing.T) {
 			t.Fatalf("execution %s ran %d times, want once", id, c.runs[id])
 		}
 	}
-	if bal, _ := env.Cmds.Balance(context.Background(), ws); bal.Total() != 0 {
+	if bal, _ := env.Cmds.Billing.Balance(context.Background(), ws); bal.Total() != 0 {
 		t.Fatalf("balance after %d charges of 1 = %v, want 0", n, bal.Total())
 	}
 }
@@ -210,7 +210,7 @@ func TestSweepTakesOverAfterLeaseRunsOut(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	st := submit(t, env.Cmds, ws, "core.echo", `{"a":1}`, 1)
 	// A worker that dies right after claiming: its lease runs out at once.
-	if _, err := env.Cmds.ClaimExecution(context.Background(), st.ID, "dead-worker", func(execution.State) time.Duration { return time.Millisecond }); err != nil {
+	if _, err := env.Cmds.Attempts.ClaimExecution(context.Background(), st.ID, "dead-worker", func(execution.State) time.Duration { return time.Millisecond }); err != nil {
 		t.Fatal(err)
 	}
 	startExecutor(t, env, registry(t), "survivor")
@@ -225,7 +225,7 @@ func TestCacheWindowRepeatIsFree(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	startExecutor(t, env, registry(t), "a")
 	call := func(input string) execution.State {
-		st, err := env.Cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+		st, err := env.Cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 			Input: json.RawMessage(input), Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -282,7 +282,7 @@ func TestWorkspaceBacklogLeavesSlotsForOthers(t *testing.T) {
 	cmds, _ := startInstance(t, env, reg, executor.Config{Worker: "a", Concurrency: slots, WorkspaceShare: share})
 	busy, other := env.Workspace(t, 1000), env.Workspace(t, 10)
 	for i := range 150 {
-		if _, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: busy, Module: "test.gate",
+		if _, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: busy, Module: "test.gate",
 			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestWorkspaceBacklogLeavesSlotsForOthers(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the busy workspace to fill its share", func() bool {
 		return g.started.Load() == slots*share/100
 	})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: other, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: other, Module: "core.echo",
 		Input: json.RawMessage(`{"x":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestWaitingSubmitRunsOnTheAcceptingInstance(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"hello":"world"}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestWaitingSubmitRunsOnTheAcceptingInstance(t *testing.T) {
 	if fmt.Sprint(types) != "[ExecutionSubmitted ExecutionCompleted]" { // run first: no claim to write
 		t.Fatalf("events of the execution: %v", types)
 	}
-	if bal, _ := cmds.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+	if bal, _ := cmds.Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance %v, want 9", bal.Total())
 	}
 }
@@ -341,14 +341,14 @@ func TestInstancesRunWhatTheyAcceptWithoutLosingClaims(t *testing.T) {
 	c := &counter{runs: map[string]int{}}
 	reg := registry(t, c.module(t))
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
-	var handlers []*commands.Handler
+	var handlers []*commands.Commands
 	for i, name := range []string{"a", "b"} {
 		h, _ := startInstance(t, env, reg, executor.Config{Worker: name, Concurrency: 16, TakeoverGrace: time.Hour, Registerer: regs[i]})
 		handlers = append(handlers, h)
 	}
 	var ids [2][]string
 	for i := range 2 * n {
-		st, err := handlers[i%2].SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
+		st, err := handlers[i%2].Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.count",
 			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -394,7 +394,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestStopDuringStartUpIsClean(t *testing.T) {
 	env := testenv.New(t)
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
-	ex := executor.New(commands.New(env.Store), projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Logger: quietLog()})
+	ex := executor.New(env.Store, commands.New(env.Store), projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Logger: quietLog()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ex.Run(ctx); err != nil {
@@ -425,7 +425,7 @@ func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
 	ws := env.Workspace(t, 10)
 	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
 	ctx := commands.WithMetadata(context.Background(), commands.Metadata{Source: "test", RequestID: "req-1"})
-	st, err := cmds.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +446,7 @@ func TestWaitingRepeatableCallIsOneCommit(t *testing.T) {
 	if !strings.Contains(string(evs[0].Metadata), `"req-1"`) {
 		t.Fatalf("the submit lost its request's metadata: %s", evs[0].Metadata)
 	}
-	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+	if bal, _ := commands.New(env.Store).Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance %v, want 9", bal.Total())
 	}
 }
@@ -457,7 +457,7 @@ func TestRepeatableCallWithoutWaitIsOneCommit(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +488,7 @@ func TestWaitingRepeatableFailureTakesTheUsualPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds, _ := startInstance(t, env, registry(t, failing), executor.Config{Worker: "a", Concurrency: 4})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.refuse",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.refuse",
 		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +496,7 @@ func TestWaitingRepeatableFailureTakesTheUsualPath(t *testing.T) {
 	if st.Status != execution.StatusFailed || st.TotalUsage != 0 {
 		t.Fatalf("failing waiting submit answered %+v", st.Record())
 	}
-	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
+	if bal, _ := commands.New(env.Store).Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
 		t.Fatalf("balance %v after a failed call, want 10", bal.Total())
 	}
 }
@@ -520,7 +520,7 @@ func TestWaitingCallSlowerThanItsWaitAnswersInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds, _ := startInstance(t, env, registry(t, slow), executor.Config{Worker: "a", Concurrency: 4})
-	st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.slow",
+	st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.slow",
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -528,7 +528,7 @@ func TestWaitingCallSlowerThanItsWaitAnswersInTime(t *testing.T) {
 	if st.Status.Terminal() {
 		t.Fatalf("the call ended before its module could: %+v", st.Record())
 	}
-	if _, err := commands.New(env.Store).Execution(context.Background(), st.ID); err != nil {
+	if _, err := commands.New(env.Store).Executions.Execution(context.Background(), st.ID); err != nil {
 		t.Fatalf("the answered execution is not stored: %v", err)
 	}
 	close(release)
@@ -536,7 +536,7 @@ func TestWaitingCallSlowerThanItsWaitAnswersInTime(t *testing.T) {
 	if done.Status != execution.StatusCompleted || done.TotalUsage != billing.FromWhole(1) {
 		t.Fatalf("the slow call ended %+v", done.Record())
 	}
-	if bal, _ := commands.New(env.Store).Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
+	if bal, _ := commands.New(env.Store).Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(9) {
 		t.Fatalf("balance %v, want 9: charged once", bal.Total())
 	}
 }
@@ -583,7 +583,7 @@ func TestCallsWaitingForTheirChargeLeaveSlotsFree(t *testing.T) {
 	var wg sync.WaitGroup
 	call := func(i int) {
 		defer wg.Done()
-		states[i], errs[i] = cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.echo",
+		states[i], errs[i] = cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "test.echo",
 			Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Config: json.RawMessage(`{}`), Attempts: 1, WaitFor: time.Minute})
 	}
 	wg.Add(1)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 )
@@ -18,8 +17,8 @@ import (
 // or a batch that cannot be written in one go answers false, and the caller takes the usual
 // path, which runs the call again (harmless: the module is repeatable) and records whatever
 // happens. So does a call not recorded within its wait: it must answer by then with an id.
-func (e *Executor) RunFirst(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration) (execution.State, bool) {
-	return e.runFirstWithin(ctx, st, create, wait, func(ws string, job func()) bool {
+func (e *Executor) RunFirst(ctx context.Context, run commands.FirstRun, wait time.Duration) (execution.State, bool) {
+	return e.runFirstWithin(ctx, run, wait, func(ws string, job func()) bool {
 		e.slots.submit(ws, job)
 		return true
 	})
@@ -38,16 +37,17 @@ const tryRunFirstSlotWait = 25 * time.Millisecond
 
 // TryRunFirst implements commands.Runner: RunFirst for a call that does not wait, which runs in
 // a slot that is free or frees within tryRunFirstSlotWait, and within tryRunFirstBudget.
-func (e *Executor) TryRunFirst(ctx context.Context, st execution.State, create []domain.Event) (execution.State, bool) {
-	return e.runFirstWithin(ctx, st, create, tryRunFirstBudget, func(ws string, job func()) bool {
+func (e *Executor) TryRunFirst(ctx context.Context, run commands.FirstRun) (execution.State, bool) {
+	return e.runFirstWithin(ctx, run, tryRunFirstBudget, func(ws string, job func()) bool {
 		return e.slots.startWithin(ws, job, tryRunFirstSlotWait)
 	})
 }
 
 // runFirstWithin runs the call in a slot that start gives it (start reports false when it
 // gives none) and returns what was recorded, or false when nothing was within wait.
-func (e *Executor) runFirstWithin(ctx context.Context, st execution.State, create []domain.Event, wait time.Duration,
+func (e *Executor) runFirstWithin(ctx context.Context, run commands.FirstRun, wait time.Duration,
 	start func(workspace string, job func()) bool) (execution.State, bool) {
+	st := run.State
 	e.mu.Lock()
 	runCtx := e.runCtx
 	e.mu.Unlock()
@@ -77,7 +77,7 @@ func (e *Executor) runFirstWithin(ctx context.Context, st execution.State, creat
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			after, ok := e.recordFirst(ctx, st, create, out)
+			after, ok := e.recordFirst(ctx, run, out)
 			done <- result{after, ok}
 		}()
 	}
@@ -116,17 +116,17 @@ func (e *Executor) runModuleFirst(ctx, runCtx context.Context, st execution.Stat
 }
 
 // recordFirst writes the call's submit, its output out and its charge in the workspace's next
-// charge batch, and returns the state recorded.
-func (e *Executor) recordFirst(ctx context.Context, st execution.State, create []domain.Event, out json.RawMessage) (execution.State, bool) {
+// charge batch, with the signature claim of the request that made it, and returns the state
+// recorded.
+func (e *Executor) recordFirst(ctx context.Context, run commands.FirstRun, out json.RawMessage) (execution.State, bool) {
+	st := run.State
 	usage := billing.Credits(st.CostMilli)
 	// The completion goes into the append that creates the stream: no one else can have
-	// claimed it, so no claim is written (execution.DecideCompleteFirst).
-	complete := func(s execution.State) ([]domain.Event, error) {
-		return execution.DecideCompleteFirst(s, e.opts.Worker, out, usage, e.cmds.Now())
-	}
+	// claimed it, so no claim is written (ChargedFinish.Create).
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
-		Charge: commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Finish: complete, Create: create, CreateMeta: commands.MetadataFrom(ctx), Claim: commands.RequestClaimFrom(ctx)})
+		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
+		Outcome: commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage},
+		Create:  run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim})
 	if err != nil || !res.Recorded {
 		return st, false
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/reactors/executor"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // Issue 26 item 4: an output PostgreSQL cannot store, from json.jq or from an API http.request
@@ -58,7 +58,7 @@ func TestUnstorableOutputsFailTheirAttempt(t *testing.T) {
 		{"a failure whose details hold a NUL", "test.faildetail", `{}`, "error details"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: tc.module,
+			st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: tc.module,
 				Input: json.RawMessage(`{}`), Config: json.RawMessage(tc.config), Attempts: 2})
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +76,7 @@ func TestUnstorableOutputsFailTheirAttempt(t *testing.T) {
 			}
 		})
 	}
-	if bal, err := env.Cmds.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(100) {
+	if bal, err := env.Cmds.Billing.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(100) {
 		t.Fatalf("balance %v (%v): the unstorable calls were charged", bal.Total(), err)
 	}
 }
@@ -129,7 +129,7 @@ func TestCompletionTheStoreRefusesFailsItsAttempt(t *testing.T) {
 	reg := registry(t, echo("test.claimed", 1000, false), echo("test.free", 0, false), echo("test.unclaimed", 1000, true))
 	cmds, _ := startInstanceOn(t, env, refusingStore{Store: env.Store, marker: "poison"}, reg, executor.Config{Worker: "a", Concurrency: 4})
 	for _, module := range []string{"test.claimed", "test.free", "test.unclaimed"} {
-		st, err := cmds.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: module,
+		st, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: module,
 			Input: json.RawMessage(`{"v":"poison"}`), Config: json.RawMessage(`{}`), Attempts: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestCompletionTheStoreRefusesFailsItsAttempt(t *testing.T) {
 			t.Fatalf("%s ended %s after %d failed attempts: %s", module, done.Status, done.FailedAttempts, done.Error)
 		}
 	}
-	if bal, err := env.Cmds.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(100) {
+	if bal, err := env.Cmds.Billing.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(100) {
 		t.Fatalf("balance %v (%v): the refused completions were charged", bal.Total(), err)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 func appendTo(t *testing.T, s eventstore.Store, stream string) {

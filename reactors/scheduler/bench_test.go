@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/run"
-	"github.com/switchyard/switchyard/internal/testenv"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // BenchmarkForEach1000 times one run of a FOR_EACH over 1,000 items of core.echo, from the
@@ -83,13 +83,13 @@ func BenchmarkLinearRuns(b *testing.B) {
 // runOnce triggers a run and waits for its end on the run stream's revision.
 func runOnce(env *testenv.Env, ws, workflowID string) (run.State, error) {
 	ctx := context.Background()
-	r, err := env.Cmds.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: workflowID})
+	r, err := env.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: workflowID})
 	if err != nil {
 		return run.State{}, err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		st, err := env.Cmds.Run(ctx, r[0].RunID)
+		st, err := env.Cmds.Workflows.Run(ctx, r[0].RunID)
 		if err != nil || st.Status.Terminal() {
 			return st, err
 		}

@@ -44,11 +44,14 @@ type Config struct {
 	Concurrency int
 	// Logger receives the scheduler's warnings; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// Now is the clock sweeps are timed by; default time.Now.
+	Now func() time.Time
 }
 
 // Scheduler advances runs.
 type Scheduler struct {
-	cmds    *commands.Handler
+	store   eventstore.Store
+	cmds    *commands.Commands
 	queries *projections.Queries
 	opts    Config
 	log     logrus.FieldLogger
@@ -75,6 +78,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Lock == nil {
 		c.Lock = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
 	}
@@ -94,11 +100,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// New returns a scheduler; Run starts it. It calls cfg.setDefaults, which repairs what
-// Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, cfg Config) *Scheduler {
+// New returns a scheduler following store and issuing cmds' Workflows; Run starts it. It
+// calls cfg.setDefaults, which repairs what Validate would refuse, so it needs no error result.
+func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, cfg Config) *Scheduler {
 	cfg.setDefaults()
-	return &Scheduler{cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
+	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{}}
 }
 
@@ -127,12 +133,12 @@ var filter = eventstore.Filter{Types: []string{run.Triggered{}.EventType(), exec
 // lead schedules until ctx ends: the live feed first, then a sweep of every unfinished run,
 // so nothing that happened before this process took over is missed.
 func (s *Scheduler) lead(ctx context.Context) error {
-	events, err := feed.Open(ctx, s.cmds.Store(), filter, s.log)
+	events, err := feed.Open(ctx, s.store, filter, s.log)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	s.log.Info("scheduler running")
-	s.sweep(ctx, s.cmds.Now().Add(time.Hour))
+	s.sweep(ctx, s.opts.Now().Add(time.Hour))
 	tick := time.NewTicker(s.opts.SweepInterval)
 	defer tick.Stop()
 	for {
@@ -145,7 +151,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 			}
 			s.take(ctx, ev)
 		case <-tick.C:
-			s.sweep(ctx, s.cmds.Now().Add(-s.opts.SweepGrace))
+			s.sweep(ctx, s.opts.Now().Add(-s.opts.SweepGrace))
 		}
 	}
 }
@@ -224,7 +230,7 @@ func (s *Scheduler) work(ctx context.Context, runID string) {
 // executions themselves.
 func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 	log := s.log.WithField("runId", runID)
-	st, dispatched, err := s.cmds.StepRun(ctx, runID, facts)
+	st, dispatched, err := s.cmds.Workflows.StepRun(ctx, runID, facts)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.WithError(err).Warn("cannot step run; the sweep will retry")
@@ -241,7 +247,7 @@ const submitParallel = 16
 
 func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stage) error {
 	if len(stages) == 1 {
-		return s.cmds.SubmitStage(ctx, st, stages[0])
+		return s.cmds.Workflows.SubmitStage(ctx, st, stages[0])
 	}
 	var (
 		wg    sync.WaitGroup
@@ -255,7 +261,7 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := s.cmds.SubmitStage(ctx, st, stage); err != nil {
+			if err := s.cmds.Workflows.SubmitStage(ctx, st, stage); err != nil {
 				mu.Lock()
 				first = errors.Join(first, err)
 				mu.Unlock()
@@ -286,7 +292,7 @@ func (s *Scheduler) sweep(ctx context.Context, before time.Time) {
 // scheduler stopped between dispatching and submitting), and steps the run with what they
 // show.
 func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
-	st, err := s.cmds.Run(ctx, runID)
+	st, err := s.cmds.Workflows.Run(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -295,9 +301,9 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 		if stage.Status.Terminal() || stage.ExecutionID == "" {
 			continue
 		}
-		ex, err := s.cmds.Execution(ctx, stage.ExecutionID)
+		ex, err := s.cmds.Executions.Execution(ctx, stage.ExecutionID)
 		if errors.Is(err, domain.ErrNotFound) {
-			if err := s.cmds.SubmitStage(ctx, &st, stage); err != nil {
+			if err := s.cmds.Workflows.SubmitStage(ctx, &st, stage); err != nil {
 				return err
 			}
 			continue

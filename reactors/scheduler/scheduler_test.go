@@ -15,12 +15,12 @@ import (
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 func quietLog() logrus.FieldLogger {
@@ -39,7 +39,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ex := executor.New(cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinsConfig{}), hub,
+	ex := executor.New(env.Store, cmds, projections.NewQueries(env.Pool), modules.Builtins(modules.BuiltinsConfig{}), hub,
 		executor.Config{Concurrency: 32, SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 			RetryBackoff: 10 * time.Millisecond, Logger: quietLog()})
 	testenv.Go(t, ex.Run)
@@ -48,7 +48,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.
 func startScheduler(t testing.TB, env *testenv.Env) context.CancelFunc {
 	t.Helper()
-	s := scheduler.New(commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
+	s := scheduler.New(env.Store, commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
 		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)
@@ -62,7 +62,7 @@ func create(t testing.TB, env *testenv.Env, ws, def string) workflow.State {
 	if err := json.Unmarshal([]byte(def), &d); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := env.Cmds.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	wf, err := env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func create(t testing.TB, env *testenv.Env, ws, def string) workflow.State {
 
 func trigger(t testing.TB, env *testenv.Env, ws string, wf workflow.State, input string) string {
 	t.Helper()
-	runs, err := env.Cmds.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)})
+	runs, err := env.Cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("trigger: %v %v", runs, err)
 	}
@@ -83,7 +83,7 @@ func waitRun(t testing.TB, env *testenv.Env, id string) run.State {
 	var st run.State
 	testenv.Eventually(t, 60*time.Second, "run "+id+" to end", func() bool {
 		var err error
-		st, err = env.Cmds.Run(context.Background(), id)
+		st, err = env.Cmds.Workflows.Run(context.Background(), id)
 		return err == nil && st.Status.Terminal()
 	})
 	return st
@@ -146,7 +146,7 @@ func TestForEachRunsEveryItemOnceAndResumesAfterTheSchedulerStops(t *testing.T) 
 	wf := create(t, env, ws, forEach(60, 5, "core.echo"))
 	id := trigger(t, env, ws, wf, itemsInput(60))
 	testenv.Eventually(t, 30*time.Second, "some iterations to finish", func() bool {
-		st, err := env.Cmds.Run(context.Background(), id)
+		st, err := env.Cmds.Workflows.Run(context.Background(), id)
 		return err == nil && st.TotalUsage >= 5000
 	})
 	stop() // a crash of the scheduling instance; another takes over from the log alone
@@ -168,7 +168,7 @@ func TestForEachRunsEveryItemOnceAndResumesAfterTheSchedulerStops(t *testing.T) 
 	if len(seen) != 60 {
 		t.Fatalf("%d iterations", len(seen))
 	}
-	b, err := env.Cmds.Balance(context.Background(), ws)
+	b, err := env.Cmds.Billing.Balance(context.Background(), ws)
 	if err != nil || b.Total() != 1000000-60000 {
 		t.Fatalf("balance %v %v: each iteration must be billed exactly once", b.Total(), err)
 	}
@@ -203,7 +203,7 @@ func TestDispatchedStageWithoutExecutionIsSubmittedOnReconcile(t *testing.T) {
 	id := trigger(t, env, ws, wf, `{"k": 1}`)
 	// A scheduler that died right after dispatching: the stage is on the run, its execution
 	// was never submitted.
-	_, dispatched, err := env.Cmds.StepRun(context.Background(), id, nil)
+	_, dispatched, err := env.Cmds.Workflows.StepRun(context.Background(), id, nil)
 	if err != nil || len(dispatched) != 1 {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}
@@ -227,16 +227,16 @@ func TestSweptFailedStageRecordsItsLastAttempt(t *testing.T) {
 		{"id": "bad", "module": "core.fail", "attempts": 3, "config": {"code": "boom"}}],
 	  "edges": [{"from": "t", "to": "bad"}]}`)
 	id := trigger(t, env, ws, wf, `{}`)
-	st, dispatched, err := env.Cmds.StepRun(context.Background(), id, nil)
+	st, dispatched, err := env.Cmds.Workflows.StepRun(context.Background(), id, nil)
 	if err != nil || len(dispatched) != 1 {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}
-	if err := env.Cmds.SubmitStage(context.Background(), &st, dispatched[0]); err != nil {
+	if err := env.Cmds.Workflows.SubmitStage(context.Background(), &st, dispatched[0]); err != nil {
 		t.Fatal(err)
 	}
 	startExecutor(t, env)
 	testenv.Eventually(t, 60*time.Second, "the stage's execution to fail", func() bool {
-		ex, err := env.Cmds.Execution(context.Background(), dispatched[0].ExecutionID)
+		ex, err := env.Cmds.Executions.Execution(context.Background(), dispatched[0].ExecutionID)
 		return err == nil && ex.Status == execution.StatusFailed
 	})
 	env.CaughtUp(t, "runs")

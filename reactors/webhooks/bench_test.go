@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/webhooks"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // BenchmarkDeliveries measures signed webhook deliveries per second from one dispatcher (default
@@ -34,14 +34,14 @@ func BenchmarkDeliveries(b *testing.B) {
 			ids[i] = f.finished(b, rc.srv.URL, "bench-secret", map[string]string{"X-Tenant": "bench"}, 1)
 		}
 		f.env.CaughtUp(b, projections.Webhooks{}.Name())
-		d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: "bench",
+		d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: "bench",
 			RootCAs: rc.roots(), AllowPrivate: true, Logger: quiet(), SweepInterval: 10 * time.Millisecond, SweepGrace: time.Millisecond})
 		start := time.Now()
 		stop := testenv.Go(b, d.Run)
 		cmds := commands.New(f.env.Store)
 		for _, id := range ids {
 			testenv.Eventually(b, 5*time.Minute, "delivery", func() bool {
-				st, err := cmds.Execution(context.Background(), id)
+				st, err := cmds.Executions.Execution(context.Background(), id)
 				return err == nil && !st.Delivery.DeliveredAt.IsZero()
 			})
 		}

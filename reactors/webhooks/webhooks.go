@@ -63,7 +63,7 @@ const (
 	UserAgent = "Switchyard-Webhooks/1 (+https://github.com/switchyard/switchyard)"
 )
 
-// Associated data the callback secret and headers are sealed with (http/sdk_submit.go).
+// Associated data the callback secret and headers are sealed with (httpapi/sdk_submit.go).
 var (
 	aadSecret  = []byte("callbackSecret")
 	aadHeaders = []byte("callbackHeaders")
@@ -106,11 +106,13 @@ type Config struct {
 	Client *http.Client
 	// Logger receives delivery failures; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// Now is the clock of leases, retries and signature timestamps; default time.Now.
+	Now func() time.Time
 }
 
 // Dispatcher delivers terminal webhooks.
 type Dispatcher struct {
-	cmds    *commands.Handler
+	cmds    *commands.Commands
 	store   eventstore.Store
 	queries *projections.Queries
 	sealer  *seal.Sealer
@@ -144,6 +146,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
 
 // Validate reports the first field out of range, by name. Zero values are valid: they take
@@ -167,15 +172,15 @@ func (c *Config) durations() []configcheck.Duration {
 		{Name: "SweepGrace", Value: &c.SweepGrace, Default: 2 * time.Second}}
 }
 
-// New returns a dispatcher; Run starts it. It calls opts.setDefaults, which repairs what
-// Validate would refuse, so it needs no error result.
-func New(cmds *commands.Handler, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
+// New returns a dispatcher following store and issuing cmds' Webhooks; Run starts it. It calls
+// opts.setDefaults, which repairs what Validate would refuse, so it needs no error result.
+func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, sealer *seal.Sealer, opts Config) *Dispatcher {
 	opts.setDefaults()
 	client := opts.Client
 	if client == nil {
 		client = NewClient(opts.AllowPrivate, opts.RootCAs, opts.Timeout)
 	}
-	return &Dispatcher{cmds: cmds, store: cmds.Store(), queries: queries, sealer: sealer, client: client, opts: opts,
+	return &Dispatcher{cmds: cmds, store: store, queries: queries, sealer: sealer, client: client, opts: opts,
 		log:   opts.Logger.WithFields(logrus.Fields{"component": "webhooks", "worker": opts.Worker}),
 		slots: make(chan struct{}, opts.Concurrency), ready: make(chan struct{}),
 		inflight: map[string]bool{}, timers: map[string]*time.Timer{}}
@@ -239,7 +244,7 @@ func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
 	if noCallback(ev) {
 		return false
 	}
-	st, ok := d.cmds.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
+	st, ok := d.cmds.Webhooks.CachedExecution(strings.TrimPrefix(ev.Stream, execution.Category+"-"), ev.Revision)
 	return !ok || st.Delivery.Pending
 }
 
@@ -256,7 +261,7 @@ func noCallback(ev eventstore.RecordedEvent) bool {
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {
-	ids, err := d.queries.DueWebhooks(ctx, d.cmds.Now(), d.opts.SweepGrace, 4*d.opts.Concurrency)
+	ids, err := d.queries.DueWebhooks(ctx, d.opts.Now(), d.opts.SweepGrace, 4*d.opts.Concurrency)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.WithError(err).Warn("sweep for due webhooks failed")
@@ -308,7 +313,7 @@ func (d *Dispatcher) schedule(ctx context.Context, id string, at time.Time) {
 	if t := d.timers[id]; t != nil {
 		t.Stop()
 	}
-	d.timers[id] = time.AfterFunc(max(at.Sub(d.cmds.Now()), 0), func() {
+	d.timers[id] = time.AfterFunc(max(at.Sub(d.opts.Now()), 0), func() {
 		d.mu.Lock()
 		delete(d.timers, id)
 		d.mu.Unlock()
@@ -319,20 +324,20 @@ func (d *Dispatcher) schedule(ctx context.Context, id string, at time.Time) {
 // process claims id's due attempt, sends it and records the outcome.
 func (d *Dispatcher) process(ctx context.Context, id string) {
 	log := d.log.WithField("executionId", id)
-	st, err := d.cmds.Execution(ctx, id)
+	st, err := d.cmds.Webhooks.Execution(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, domain.ErrNotFound) {
 			log.WithError(err).Warn("cannot load execution for delivery; a sweep will retry")
 		}
 		return
 	}
-	if !st.WebhookDue(d.cmds.Now()) {
+	if !st.WebhookDue(d.opts.Now()) {
 		if at := st.WebhookRetryAt(); !at.IsZero() {
 			d.schedule(ctx, id, at)
 		}
 		return
 	}
-	st, err = d.cmds.StartWebhookAttempt(ctx, id, d.opts.Worker, d.opts.Timeout+d.opts.LeaseMargin)
+	st, err = d.cmds.Webhooks.StartWebhookAttempt(ctx, id, d.opts.Worker, d.opts.Timeout+d.opts.LeaseMargin)
 	if errors.Is(err, execution.ErrNoDeliveryDue) {
 		return // another instance claimed it
 	}
@@ -346,7 +351,7 @@ func (d *Dispatcher) process(ctx context.Context, id string) {
 	// The request and its record outlive shutdown: a send cut short would only be repeated.
 	work := context.WithoutCancel(ctx)
 	outcome := d.send(work, st, attempt)
-	after, err := d.cmds.RecordWebhookOutcome(work, id, d.opts.Worker, attempt, outcome)
+	after, err := d.cmds.Webhooks.RecordWebhookOutcome(work, id, d.opts.Worker, attempt, outcome)
 	switch {
 	case errors.Is(err, execution.ErrDeliveryLost):
 		log.WithField("attempt", attempt).Info("webhook attempt taken over before its outcome was recorded")
@@ -386,7 +391,7 @@ func (d *Dispatcher) send(ctx context.Context, st execution.State, attempt int) 
 	}
 	var retryAfter time.Duration
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.cmds.Now())
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.opts.Now())
 	}
 	o.RetryIn = d.backoff(st, attempt, retryAfter)
 	return o
@@ -430,7 +435,7 @@ func (d *Dispatcher) request(ctx context.Context, st execution.State, attempt in
 		if err != nil {
 			return nil, errors.New("the callbackSecret could not be opened (was the secret key rotated away?)")
 		}
-		ts := d.cmds.Now().UTC().Format(TimestampFormat)
+		ts := d.opts.Now().UTC().Format(TimestampFormat)
 		req.Header.Set(HeaderSignatureVersion, SignatureVersion)
 		req.Header.Set(HeaderSignatureTimestamp, ts)
 		req.Header.Set(HeaderSignature, Sign(secret, ts, body))

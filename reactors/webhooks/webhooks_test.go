@@ -26,9 +26,9 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testenv"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/seal"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // delivery is one request the receiver got.
@@ -108,7 +108,7 @@ func quiet() logrus.FieldLogger {
 // take seconds, and no test here waits for it to expire.
 func (f *fixture) start(t *testing.T, rc *receiver, worker string, allowPrivate bool) {
 	t.Helper()
-	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: worker,
+	d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Worker: worker,
 		AllowPrivate: allowPrivate, RootCAs: rc.roots(), RetryBase: 20 * time.Millisecond, RetryFactor: 2,
 		LeaseMargin: 100 * time.Millisecond, Timeout: 15 * time.Second, SweepInterval: 50 * time.Millisecond,
 		SweepGrace: 50 * time.Millisecond, Logger: quiet()})
@@ -137,16 +137,16 @@ func (f *fixture) finished(t testing.TB, callbackURL, secret string, headers map
 			eventstore.EventData{ID: uuid.New(), Type: execution.Submitted{}.EventType(), Data: raw})
 	} else {
 		cb := commands.CallbackRequest{URL: callbackURL, Secret: secret, Headers: headers}
-		st, err = commands.New(f.env.Store, commands.WithSealer(f.sealer)).SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: f.ws,
+		st, err = commands.New(f.env.Store, commands.WithSealer(f.sealer)).Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: f.ws,
 			Module: "core.echo", Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts, Callback: cb})
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.env.Cmds.ClaimExecution(ctx, st.ID, "test", func(execution.State) time.Duration { return time.Minute }); err != nil {
+	if _, err := f.env.Cmds.Attempts.ClaimExecution(ctx, st.ID, "test", func(execution.State) time.Duration { return time.Minute }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.env.Cmds.CompleteExecution(ctx, st.ID, "test", 1, json.RawMessage(`{"n":1}`), 0); err != nil {
+	if _, err := f.env.Cmds.Attempts.CompleteExecution(ctx, st.ID, "test", 1, json.RawMessage(`{"n":1}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	return st.ID
@@ -158,7 +158,7 @@ func (f *fixture) settled(t *testing.T, id string) execution.State {
 	var st execution.State
 	testenv.Eventually(t, 60*time.Second, "the delivery round of "+id+" to end", func() bool {
 		var err error
-		st, err = commands.New(f.env.Store).Execution(context.Background(), id)
+		st, err = commands.New(f.env.Store).Executions.Execution(context.Background(), id)
 		return err == nil && st.Delivery.AttemptCount > 0 && !st.Delivery.Pending
 	})
 	return st
@@ -331,7 +331,7 @@ func TestReplayRedeliversWithNextAttemptNumber(t *testing.T) {
 	f.start(t, rc, "w1", true)
 	id := f.finished(t, rc.srv.URL, "s", nil, 1)
 	first := f.settled(t, id)
-	if _, err := f.env.Cmds.ReplayWebhook(context.Background(), id); err != nil {
+	if _, err := f.env.Cmds.Webhooks.ReplayWebhook(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 60*time.Second, "the replayed delivery", func() bool { return len(rc.deliveries()) == 2 })
@@ -372,7 +372,7 @@ func TestReplayDuringLastAttemptIsNotSwallowed(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the round's second attempt never came")
 	}
-	st, err := f.env.Cmds.ReplayWebhook(context.Background(), id)
+	st, err := f.env.Cmds.Webhooks.ReplayWebhook(context.Background(), id)
 	release.Do(func() { close(replayed) })
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +396,7 @@ func TestCrashedAttemptIsRetriedWithSameID(t *testing.T) {
 	f := newFixture(t)
 	rc := newReceiver(t, nil)
 	id := f.finished(t, rc.srv.URL, "", nil, 1)
-	if _, err := f.env.Cmds.StartWebhookAttempt(context.Background(), id, "dead", 300*time.Millisecond); err != nil {
+	if _, err := f.env.Cmds.Webhooks.StartWebhookAttempt(context.Background(), id, "dead", 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	f.start(t, rc, "w1", true)
@@ -514,7 +514,7 @@ func TestNetworkErrorShowsNoAddress(t *testing.T) {
 // context's end is not an error.
 func TestStopDuringStartUpIsClean(t *testing.T) {
 	f := newFixture(t)
-	d := webhooks.New(commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Logger: quiet()})
+	d := webhooks.New(f.env.Store, commands.New(f.env.Store), f.env.Queries, f.sealer, webhooks.Config{Logger: quiet()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := d.Run(ctx); err != nil {

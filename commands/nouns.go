@@ -1,0 +1,107 @@
+package commands
+
+import (
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// The handler of each noun. A new command goes on the handler of the noun whose stream it
+// appends to (docs/architecture.md, "Where does a new command go?"); a handler that would pass
+// 25 methods is split (internal/archcheck holds that line).
+
+// Executions accepts submits of component executions (execution_submit.go) and reads them
+// (execution.go). Its submits hand their executions to this process's runner, when it has one.
+type Executions struct {
+	*core
+	*executionStreams
+	*balanceCheck
+	// runner is this process's executor, when it runs one (WithRunner).
+	runner Runner
+}
+
+// Attempts claims the attempts of executions and records what they came to: the executor's
+// commands (execution.go, execution_runner.go).
+type Attempts struct {
+	*core
+	*executionStreams
+	*executionChanges
+}
+
+// Charges bills finishing executions and records their outcomes in the same commit, a batch
+// per workspace, taking turns on an account other processes charge too (execution_charge.go,
+// contention.go).
+type Charges struct {
+	*core
+	// contended remembers when another process last moved an account stream under this
+	// one's batch (stream name to time), for ChargeAndFinish to take turns (contention.go).
+	contended sync.Map
+}
+
+// Webhooks records the delivery attempts of executions' terminal webhooks and their replays
+// (webhook.go).
+type Webhooks struct {
+	*core
+	*executionStreams
+	*executionChanges
+}
+
+// Billing holds workspaces' accounts: top-ups, plan renewals, charges and balances
+// (billing.go).
+type Billing struct {
+	*core
+	workspaces *Workspaces
+}
+
+// Workflows holds workflow definitions (workflow.go) and their runs (run.go).
+type Workflows struct {
+	*core
+	*balanceCheck
+}
+
+// Workspaces holds workspaces and their members (workspace.go), access checks (access.go),
+// API keys (apikey.go) and MCP tokens (mcptoken.go).
+type Workspaces struct {
+	*core
+	users *Identity
+	// workflows checks that an API key's allowed workflows are the workspace's own.
+	workflows *Workflows
+}
+
+// Identity holds users (user.go), their sessions (session.go) and the provider's signing keys
+// (signingkey.go).
+type Identity struct {
+	*core
+}
+
+// Apps holds OAuth apps (app.go) and the authorizations users give them (authorization.go).
+type Apps struct {
+	*core
+	users *Identity
+	// workspaces holds the roles consent is bounded by.
+	workspaces *Workspaces
+}
+
+// executionStreams reads execution streams: what Executions, Attempts and Webhooks share
+// (execution.go).
+type executionStreams struct {
+	*core
+}
+
+// executionChanges decides and appends on an execution stream, on its cached state when it
+// can: what Attempts and Webhooks share (execution.go).
+type executionChanges struct {
+	*core
+}
+
+// balanceCheck is the advisory balance check of submits and triggers (execution.go): balances
+// read recently, and one read of an account shared by the callers that need it at once.
+type balanceCheck struct {
+	*core
+	billing *Billing
+	// balances remembers recent balances for the advisory check of a submit.
+	balances sync.Map
+	// balanceReads lets one read of a workspace's account serve every submit whose balance
+	// expired at the same moment (checkBalance).
+	balanceReads singleflight.Group
+}
