@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
@@ -75,7 +75,7 @@ func (h *Apps) IssueAppSecret(ctx context.Context, clientID string) (string, err
 	}
 	secret := "sys_" + base64.RawURLEncoding.EncodeToString(b)
 	err := h.onApp(ctx, "issue client secret", clientID, func(s app.State) ([]domain.Event, error) {
-		return app.DecideIssueSecret(s, grant.HashToken(secret), h.now())
+		return app.DecideIssueSecret(s, authorization.HashToken(secret), h.now())
 	})
 	if err != nil {
 		return "", err

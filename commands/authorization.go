@@ -13,14 +13,14 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-var authorizationAgg = aggregate[grant.State]{evolve: grant.State.Evolve}
+var authorizationAgg = aggregate[authorization.State]{evolve: authorization.State.Evolve}
 
 // AuthorizationStream is the stream of an authorization.
-func AuthorizationStream(id string) string { return eventstore.StreamName(grant.Category, id) }
+func AuthorizationStream(id string) string { return eventstore.StreamName(authorization.Category, id) }
 
 // Codes and refresh tokens are "<authorization id>.<256 random bits>": the id routes the token to
 // its stream without a lookup table (and without waiting for a read model), the random part is
@@ -75,9 +75,9 @@ func (h *Apps) GrantAuthorization(ctx context.Context, c GrantAuthorization) (id
 	if err != nil {
 		return "", "", err
 	}
-	_, err = execute(ctx, h, AuthorizationStream(id), authorizationAgg, func(s grant.State) ([]domain.Event, error) {
-		return grant.DecideGrant(s, grant.Grant{ID: id, UserID: c.UserID, ClientID: c.ClientID,
-			WorkspaceID: c.WorkspaceID, Scopes: c.Scopes, CodeHash: grant.HashToken(code),
+	_, err = execute(ctx, h, AuthorizationStream(id), authorizationAgg, func(s authorization.State) ([]domain.Event, error) {
+		return authorization.DecideGrant(s, authorization.Grant{ID: id, UserID: c.UserID, ClientID: c.ClientID,
+			WorkspaceID: c.WorkspaceID, Scopes: c.Scopes, CodeHash: authorization.HashToken(code),
 			CodeChallenge: c.CodeChallenge, RedirectURI: c.RedirectURI, Nonce: c.Nonce, AuthTime: c.AuthTime, CodeTTL: c.CodeTTL}, h.now())
 	})
 	if err != nil {
@@ -93,22 +93,22 @@ type RedeemCode struct {
 }
 
 // RedeemCode exchanges an authorization code for the first refresh token of the chain. Any
-// failure is grant.ErrInvalidGrant. A code used before revokes the authorization, and
+// failure is authorization.ErrInvalidGrant. A code used before revokes the authorization, and
 // with it every token issued from the code (RFC 6749 4.1.2). The append expects the revision
 // read, so of two concurrent exchanges of one code exactly one succeeds.
-func (h *Apps) RedeemCode(ctx context.Context, c RedeemCode) (grant.State, string, error) {
+func (h *Apps) RedeemCode(ctx context.Context, c RedeemCode) (authorization.State, string, error) {
 	id, ok := AuthorizationOfToken(c.Code)
 	if !ok {
-		return grant.State{}, "", grant.ErrInvalidGrant
+		return authorization.State{}, "", authorization.ErrInvalidGrant
 	}
 	refresh, err := newAuthorizationToken(id)
 	if err != nil {
-		return grant.State{}, "", err
+		return authorization.State{}, "", err
 	}
-	return h.advanceChain(ctx, id, func(s grant.State) ([]domain.Event, error) {
-		return grant.DecideRedeem(s, grant.Redeem{CodeHash: grant.HashToken(c.Code), ClientID: c.ClientID,
-			RedirectURI: c.RedirectURI, Verifier: c.Verifier, RefreshHash: grant.HashToken(refresh), RefreshTTL: c.RefreshTTL}, h.now())
-	}, refresh, grant.ReasonCodeReuse)
+	return h.advanceChain(ctx, id, func(s authorization.State) ([]domain.Event, error) {
+		return authorization.DecideRedeem(s, authorization.Redeem{CodeHash: authorization.HashToken(c.Code), ClientID: c.ClientID,
+			RedirectURI: c.RedirectURI, Verifier: c.Verifier, RefreshHash: authorization.HashToken(refresh), RefreshTTL: c.RefreshTTL}, h.now())
+	}, refresh, authorization.ReasonCodeReuse)
 }
 
 // RefreshAuthorization rotates a refresh token: the presented one stops working and a new one
@@ -116,44 +116,44 @@ func (h *Apps) RedeemCode(ctx context.Context, c RedeemCode) (grant.State, strin
 // concurrent refreshes of one token never both succeed: both append at the revision they read,
 // the loser gets a conflict and answers invalid_grant (without revoking: that was a race of the
 // legitimate client, not a replay; a later replay of the token does revoke).
-func (h *Apps) RefreshAuthorization(ctx context.Context, clientID, token string, ttl time.Duration) (grant.State, string, error) {
+func (h *Apps) RefreshAuthorization(ctx context.Context, clientID, token string, ttl time.Duration) (authorization.State, string, error) {
 	id, ok := AuthorizationOfToken(token)
 	if !ok {
-		return grant.State{}, "", grant.ErrInvalidGrant
+		return authorization.State{}, "", authorization.ErrInvalidGrant
 	}
 	next, err := newAuthorizationToken(id)
 	if err != nil {
-		return grant.State{}, "", err
+		return authorization.State{}, "", err
 	}
-	presented := grant.HashToken(token)
-	return h.advanceChain(ctx, id, func(s grant.State) ([]domain.Event, error) {
-		return grant.DecideRefresh(s, clientID, presented, grant.HashToken(next), ttl, h.now())
-	}, next, grant.ReasonRefreshUse)
+	presented := authorization.HashToken(token)
+	return h.advanceChain(ctx, id, func(s authorization.State) ([]domain.Event, error) {
+		return authorization.DecideRefresh(s, clientID, presented, authorization.HashToken(next), ttl, h.now())
+	}, next, authorization.ReasonRefreshUse)
 }
 
-func (h *Apps) advanceChain(ctx context.Context, id string, decide func(grant.State) ([]domain.Event, error), token, replayReason string) (grant.State, string, error) {
+func (h *Apps) advanceChain(ctx context.Context, id string, decide func(authorization.State) ([]domain.Event, error), token, replayReason string) (authorization.State, string, error) {
 	stream := AuthorizationStream(id)
 	cur, err := load(ctx, h, stream, authorizationAgg)
 	if err != nil {
-		return grant.State{}, "", err
+		return authorization.State{}, "", err
 	}
 	events, err := decide(cur.state)
-	if errors.Is(err, grant.ErrReplay) {
+	if errors.Is(err, authorization.ErrReplay) {
 		if rerr := h.RevokeAuthorization(ctx, id, replayReason); rerr != nil {
-			return grant.State{}, "", rerr
+			return authorization.State{}, "", rerr
 		}
-		return grant.State{}, "", fmt.Errorf("%w: %w", grant.ErrInvalidGrant, err)
+		return authorization.State{}, "", fmt.Errorf("%w: %w", authorization.ErrInvalidGrant, err)
 	}
 	if err != nil {
-		return grant.State{}, "", err
+		return authorization.State{}, "", err
 	}
 	res, err := appendEvents(ctx, h, stream, cur.expected(), events)
 	if isConflict(err) {
 		h.cache.drop(stream)
-		return grant.State{}, "", fmt.Errorf("%w: concurrent use", grant.ErrInvalidGrant)
+		return authorization.State{}, "", fmt.Errorf("%w: concurrent use", authorization.ErrInvalidGrant)
 	}
 	if err != nil {
-		return grant.State{}, "", err
+		return authorization.State{}, "", err
 	}
 	next := cur
 	for _, e := range events {
@@ -170,25 +170,25 @@ func (h *Apps) RevokeAuthorization(ctx context.Context, id, reason string) error
 	if err != nil {
 		return err
 	}
-	_, err = execute(ctx, h, AuthorizationStream(id), authorizationAgg, func(s grant.State) ([]domain.Event, error) {
-		return grant.DecideRevoke(s, reason, h.now())
+	_, err = execute(ctx, h, AuthorizationStream(id), authorizationAgg, func(s authorization.State) ([]domain.Event, error) {
+		return authorization.DecideRevoke(s, reason, h.now())
 	})
 	return wrap("revoke authorization "+id, err)
 }
 
 // Authorization folds the authorization with id from the event store, so a revocation is seen
 // by the next request, not when a read model catches up.
-func (h *Apps) Authorization(ctx context.Context, id string) (grant.State, error) {
+func (h *Apps) Authorization(ctx context.Context, id string) (authorization.State, error) {
 	id, err := canonicalID("authorization", id)
 	if err != nil {
-		return grant.State{}, err
+		return authorization.State{}, err
 	}
 	a, err := load(ctx, h, AuthorizationStream(id), authorizationAgg)
 	if err != nil {
-		return grant.State{}, err
+		return authorization.State{}, err
 	}
 	if !a.state.Exists {
-		return grant.State{}, fmt.Errorf("authorization %s: %w", id, domain.ErrNotFound)
+		return authorization.State{}, fmt.Errorf("authorization %s: %w", id, domain.ErrNotFound)
 	}
 	return a.state, nil
 }

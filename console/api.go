@@ -245,7 +245,7 @@ func (c *Console) apiReview(w http.ResponseWriter, r *http.Request, u user.State
 }
 
 // member checks the person's membership of the route's workspace (domain/access).
-func (c *Console) member(r *http.Request, u user.State) (access.Grant, error) {
+func (c *Console) member(r *http.Request, u user.State) (access.Rights, error) {
 	return c.cmds.Workspaces.Access(r.Context(), mux.Vars(r)["workspaceId"], access.Caller{UserID: u.ID, Session: true}, "")
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/projections"
 )
 
@@ -212,7 +212,7 @@ func (c *Console) revokeIn(ctx context.Context, userID string, manages bool, wor
 	if !manages && az.UserID != userID {
 		return domain.Forbidden("only owners and admins disconnect another member's app")
 	}
-	return c.cmds.Apps.RevokeAuthorization(commands.WithMetadata(ctx, commands.Metadata{Actor: userID, Source: "console"}), id, grant.ReasonUser)
+	return c.cmds.Apps.RevokeAuthorization(commands.WithMetadata(ctx, commands.Metadata{Actor: userID, Source: "console"}), id, authorization.ReasonUser)
 }
 
 func (c *Console) connectedApps(q *request) {

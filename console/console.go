@@ -118,12 +118,12 @@ type handler func(q *request)
 
 // request is one console request: who asks, in which workspace, with what grant.
 type request struct {
-	w     http.ResponseWriter
-	r     *http.Request
-	user  user.State
-	csrf  string
-	ws    workspaceView
-	grant access.Grant
+	w      http.ResponseWriter
+	r      *http.Request
+	user   user.State
+	csrf   string
+	ws     workspaceView
+	rights access.Rights
 	// section is the navigation entry the page belongs to.
 	section string
 }
@@ -189,7 +189,7 @@ func (c *Console) enter(q *request, wsID, scope string) error {
 		return werr
 	}
 	role := st.Members[q.user.ID]
-	q.grant = g
+	q.rights = g
 	q.ws = workspaceView{ID: st.ID, Name: st.Name, Role: role, Manages: access.Manages(role)}
 	return err
 }

@@ -18,7 +18,7 @@ type homeData struct {
 // sections one click away.
 func (c *Console) home(q *request) {
 	var d homeData
-	if q.grant.Allows(access.ScopeReadBilling) {
+	if q.rights.Allows(access.ScopeReadBilling) {
 		b, err := c.cmds.Billing.Balance(q.ctx(), q.ws.ID)
 		if err != nil {
 			c.fail(q, err)

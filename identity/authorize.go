@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/internal/dbfail"
 )
 
@@ -136,7 +136,7 @@ func (p *Provider) validateAuthRequest(req *authRequest) *oauthError {
 	if req.get("code_challenge_method") != "S256" {
 		return oauthErr(0, "invalid_request", "code_challenge_method must be S256; plain is not supported")
 	}
-	if c := req.get("code_challenge"); len(c) != 43 || !grant.ValidVerifier(c+"x") {
+	if c := req.get("code_challenge"); len(c) != 43 || !authorization.ValidVerifier(c+"x") {
 		// A S256 challenge is 43 base64url characters (the check borrows the verifier alphabet).
 		return oauthErr(0, "invalid_request", "code_challenge is not an S256 challenge")
 	}
@@ -287,7 +287,7 @@ func (p *Provider) decide(w http.ResponseWriter, r *http.Request, req authReques
 		return
 	}
 	for _, id := range earlier {
-		if err := p.cmds.Apps.RevokeAuthorization(ctx, id, grant.ReasonSuperseded); err != nil {
+		if err := p.cmds.Apps.RevokeAuthorization(ctx, id, authorization.ReasonSuperseded); err != nil {
 			p.log.WithError(err).Warn("authorize: supersede earlier authorization")
 		}
 	}

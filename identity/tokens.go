@@ -21,7 +21,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/app"
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/internal/dbfail"
 	"github.com/switchyard/switchyard/web/bearer"
 	"github.com/switchyard/switchyard/web/httperr"
@@ -119,7 +119,7 @@ func (p *Provider) authenticateClient(r *http.Request) (app.State, error) {
 		return a, nil
 	}
 	if secret == "" || a.SecretHash == "" ||
-		subtle.ConstantTimeCompare([]byte(grant.HashToken(secret)), []byte(a.SecretHash)) != 1 {
+		subtle.ConstantTimeCompare([]byte(authorization.HashToken(secret)), []byte(a.SecretHash)) != 1 {
 		return app.State{}, errInvalidClient
 	}
 	return a, nil
@@ -195,7 +195,7 @@ func (p *Provider) exchangeRefresh(ctx context.Context, client app.State, form u
 	}
 	if len(requested) > 0 {
 		// The new tokens carry the narrower scope; the authorization (and so the next refresh
-		// without a scope) keeps the whole grant.
+		// without a scope) keeps all its scopes.
 		if err := within(requested, az.Scopes); err != nil {
 			return TokenResponse{}, err
 		}
@@ -204,8 +204,8 @@ func (p *Provider) exchangeRefresh(ctx context.Context, client app.State, form u
 	return p.issue(ctx, az, next, false)
 }
 
-// checkRefreshScope refuses a requested scope wider than the grant the refresh token belongs
-// to. A token that is not the client's is left to RefreshAuthorization's invalid_grant.
+// checkRefreshScope refuses a requested scope wider than the authorization the refresh token
+// belongs to. A token that is not the client's is left to RefreshAuthorization's invalid_grant.
 func (p *Provider) checkRefreshScope(ctx context.Context, clientID, token string, requested []string) error {
 	id, ok := commands.AuthorizationOfToken(token)
 	if !ok {
@@ -229,7 +229,7 @@ func within(requested, granted []string) error {
 }
 
 func grantError(err error) error {
-	if errors.Is(err, grant.ErrInvalidGrant) || errors.Is(err, domain.ErrNotFound) {
+	if errors.Is(err, authorization.ErrInvalidGrant) || errors.Is(err, domain.ErrNotFound) {
 		return errInvalidGrant
 	}
 	return err
@@ -237,7 +237,7 @@ func grantError(err error) error {
 
 // issue signs the access token and, when openid was granted, the ID token. Both are signed on
 // every grant: the refresh response carries a fresh ID token too (OIDC Core 12.2 allows it).
-func (p *Provider) issue(ctx context.Context, az grant.State, refresh string, withNonce bool) (TokenResponse, error) {
+func (p *Provider) issue(ctx context.Context, az authorization.State, refresh string, withNonce bool) (TokenResponse, error) {
 	now := p.now()
 	access, err := p.keys.Sign(p.accessClaims(az, now))
 	if err != nil {
@@ -272,7 +272,7 @@ func (p *Provider) issue(ctx context.Context, az grant.State, refresh string, wi
 	return resp, nil
 }
 
-func (p *Provider) accessClaims(az grant.State, now time.Time) tokenClaims {
+func (p *Provider) accessClaims(az authorization.State, now time.Time) tokenClaims {
 	return tokenClaims{Issuer: p.issuer, Subject: az.UserID, Audience: az.ClientID, ClientID: az.ClientID,
 		WorkspaceID: az.WorkspaceID, Scope: strings.Join(az.Scopes, " "), IssuedAt: now.Unix(),
 		ExpiresAt: now.Add(p.opts.AccessTTL).Unix(), ID: newJTI(az.ID)}
@@ -414,7 +414,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if azID, ok := p.authorizationOf(r.Context(), token, client.ClientID); ok {
-		if err := p.cmds.Apps.RevokeAuthorization(r.Context(), azID, grant.ReasonClient); err != nil {
+		if err := p.cmds.Apps.RevokeAuthorization(r.Context(), azID, authorization.ReasonClient); err != nil {
 			p.writeOAuthError(w, r, err)
 			return
 		}
@@ -428,7 +428,7 @@ func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) authorizationOf(ctx context.Context, token, clientID string) (string, bool) {
 	if id, ok := commands.AuthorizationOfToken(token); ok {
 		az, err := p.cmds.Apps.Authorization(ctx, id)
-		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(grant.HashToken(token)) {
+		if err != nil || az.ClientID != clientID || !az.OwnsRefresh(authorization.HashToken(token)) {
 			return "", false
 		}
 		return id, true
@@ -466,7 +466,7 @@ func (p *Provider) introspection(ctx context.Context, clientID, token string) ma
 	inactive := map[string]any{"active": false}
 	if id, ok := commands.AuthorizationOfToken(token); ok {
 		az, err := p.cmds.Apps.Authorization(ctx, id)
-		h := grant.HashToken(token)
+		h := authorization.HashToken(token)
 		if err != nil || az.ClientID != clientID || az.Revoked || az.RefreshHash == "" ||
 			subtle.ConstantTimeCompare([]byte(az.RefreshHash), []byte(h)) != 1 || !p.now().Before(az.RefreshExpiresAt) {
 			return inactive

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/switchyard/switchyard/domain/grant"
+	"github.com/switchyard/switchyard/domain/authorization"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
@@ -22,7 +22,7 @@ func (Authorizations) Tables() []string { return []string{"authorizations"} }
 
 // Filter implements Projector.
 func (Authorizations) Filter() eventstore.Filter {
-	return eventstore.Filter{Types: typesOf(grant.Granted{}, grant.CodeRedeemed{}, grant.RefreshRotated{}, grant.Revoked{})}
+	return eventstore.Filter{Types: typesOf(authorization.Granted{}, authorization.CodeRedeemed{}, authorization.RefreshRotated{}, authorization.Revoked{})}
 }
 
 // Migrate implements Projector.
@@ -51,14 +51,14 @@ func (Authorizations) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedE
 		return err
 	}
 	switch e := e.(type) {
-	case grant.Granted:
+	case authorization.Granted:
 		tx.Exec(`INSERT INTO authorizations (id, user_id, client_id, workspace_id, scopes, granted_at) VALUES ($1,$2,$3,$4,$5,$6)
 			ON CONFLICT (id) DO NOTHING`, e.ID, e.UserID, e.ClientID, e.WorkspaceID, e.Scopes, e.At)
-	case grant.CodeRedeemed:
+	case authorization.CodeRedeemed:
 		tx.Exec(`UPDATE authorizations SET last_used_at = $2 WHERE id = $1`, e.ID, e.At)
-	case grant.RefreshRotated:
+	case authorization.RefreshRotated:
 		tx.Exec(`UPDATE authorizations SET last_used_at = $2 WHERE id = $1`, e.ID, e.At)
-	case grant.Revoked:
+	case authorization.Revoked:
 		tx.Exec(`UPDATE authorizations SET revoked_at = $2, revoke_reason = $3 WHERE id = $1 AND revoked_at IS NULL`, e.ID, e.At, e.Reason)
 	}
 	return nil

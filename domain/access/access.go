@@ -122,31 +122,31 @@ func (e *ScopeError) Error() string { return "missing scope " + e.Scope }
 // Unwrap makes errors.Is(err, domain.ErrForbidden) match, with the message as the refusal's.
 func (e *ScopeError) Unwrap() error { return &domain.ForbiddenError{Message: e.Error()} }
 
-// Grant is what a check allowed: the role of the caller's person and the scopes it acts with in
-// the workspace.
-type Grant struct {
+// Rights are what a check allowed: the caller's role (sessions only) and scopes in the
+// workspace. (An OAuth authorization, which grants an app scopes, is domain/authorization.)
+type Rights struct {
 	Role   string
 	Scopes []string
 }
 
-// Allows reports whether the grant covers required.
-func (g Grant) Allows(required string) bool { return Satisfies(g.Scopes, required) }
+// Allows reports whether the rights cover required.
+func (g Rights) Allows(required string) bool { return Satisfies(g.Scopes, required) }
 
-// Manages reports whether the grant lets its holder change the workspace.
-func (g Grant) Manages() bool { return g.Allows(ScopeWorkspaceAdmin) }
+// Manages reports whether the rights let their holder change the workspace.
+func (g Rights) Manages() bool { return g.Allows(ScopeWorkspaceAdmin) }
 
 // Check decides whether c may act in ws with required ("" for membership alone): a session
 // acts with its member's role (ErrNotMember when it has none, also for a workspace that does
 // not exist, so ids cannot be probed); a token acts only on its own workspace (SPEC.md 5
 // rule 6), with the scopes it was granted that its user's current role still holds
 // (Effective), so a demotion or a removal counts on the token's next call.
-func Check(ws workspace.State, c Caller, required string) (Grant, error) {
+func Check(ws workspace.State, c Caller, required string) (Rights, error) {
 	if !c.Session && (c.WorkspaceID == "" || c.WorkspaceID != ws.ID) {
-		return Grant{}, ErrWrongWorkspace
+		return Rights{}, ErrWrongWorkspace
 	}
-	g := Grant{Role: ws.Members[c.UserID]}
+	g := Rights{Role: ws.Members[c.UserID]}
 	if !ws.Exists || c.UserID == "" || g.Role == "" {
-		return Grant{}, ErrNotMember
+		return Rights{}, ErrNotMember
 	}
 	if c.Session {
 		g.Scopes = RoleScopes(g.Role)
@@ -154,7 +154,7 @@ func Check(ws workspace.State, c Caller, required string) (Grant, error) {
 		g.Scopes = Effective(c.Scopes, g.Role)
 	}
 	if required != "" && !g.Allows(required) {
-		return Grant{}, &ScopeError{Scope: required}
+		return Rights{}, &ScopeError{Scope: required}
 	}
 	return g, nil
 }

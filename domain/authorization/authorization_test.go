@@ -1,4 +1,4 @@
-package grant
+package authorization
 
 import (
 	"errors"

@@ -1,7 +1,9 @@
-// Package grant is the OAuth grant (authorization) aggregate: one user's consent to one app for
+// Package authorization is the OAuth authorization aggregate: one user's consent to one app for
 // one workspace (SPEC.md 2.12), the authorization code it was granted with, and its refresh-token
-// chain. Codes and refresh tokens are recorded only as SHA-256 hashes.
-package grant
+// chain. Codes and refresh tokens are recorded only as SHA-256 hashes. The noun is
+// "authorization" in every layer (events, streams, commands, read model, routes); the token
+// endpoint's "grants" are OAuth's grant types.
+package authorization
 
 import (
 	"crypto/sha256"
