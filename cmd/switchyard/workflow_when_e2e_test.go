@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,10 +66,50 @@ func TestWorkflowConditionsBlackBox(t *testing.T) {
 		check(t, m, map[string]string{}, []string{"a", "b", "c", "join"})
 	})
 
+	t.Run("the worked example of docs/workflows.md gives the stages it shows", func(t *testing.T) {
+		doc, err := os.ReadFile("../../docs/workflows.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var def string
+		for _, b := range regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+			if strings.Contains(b[1], `"name": "Route order"`) {
+				def = b[1]
+			}
+		}
+		if def == "" {
+			t.Fatal("docs/workflows.md has no Route order example")
+		}
+		route := svc.createWorkflow(t, svc.key.WorkspaceID, def)["id"].(string)
+		m := pollRun(t, c, c.trigger(t, route, `{"amount": 50, "country": "FR"}`), 30*time.Second, terminal)
+		if m["status"] != "COMPLETED" || m["totalUsage"] != 3.5 {
+			t.Fatalf("run %s, usage %v; want COMPLETED, 3.5", m["status"], m["totalUsage"])
+		}
+		want := map[string]string{"score": `{"result":0.1}`, "review": "skipped", "express": `{"risk":0.1}`,
+			"notify": "skipped", "done": `{"express":0.1}`}
+		for comp, w := range want {
+			s := stageOf(t, m, comp)
+			out, _ := json.Marshal(s["output"])
+			got := string(out)
+			if s["skipped"] == true {
+				got = "skipped"
+			}
+			if s["status"] != "COMPLETED" || got != w {
+				t.Errorf("stage %s: %s %s, want COMPLETED %s", comp, s["status"], got, w)
+			}
+		}
+		spent += m["totalUsage"].(float64)
+		m = pollRun(t, c, c.trigger(t, route, `{"amount": 5000}`), 30*time.Second, terminal)
+		if out, _ := json.Marshal(stageOf(t, m, "done")["output"]); string(out) != `{"message":"Review order 0.9"}` || stageOf(t, m, "express")["skipped"] != true {
+			t.Fatalf("the other branch: done %s, express %v", out, stageOf(t, m, "express"))
+		}
+		spent += m["totalUsage"].(float64)
+	})
+
 	// Skipped stages were never charged: the workspace paid for the stages that ran, no more.
 	svc.srv.stop(t, 30*time.Second)
-	if spent != 5 {
-		t.Fatalf("the runs used %v credits, want 5", spent)
+	if spent != 5+3.5+5 { // the example's second run: score 1.5, review 1, notify 1.5, done 1
+		t.Fatalf("the runs used %v credits, want 13.5", spent)
 	}
 	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-spent {
 		t.Fatalf("balance %v after runs using %v credits, want %v", total, spent, 1000-spent)
