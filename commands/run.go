@@ -153,7 +153,7 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 // false: the edge is not taken.
 func edgeCondition(ctx context.Context) run.Condition {
 	return func(e workflow.Edge, output, trigger json.RawMessage) bool {
-		c, err := conditions.compiled(e.When)
+		c, err := compiledConditions.get(e.When)
 		if err != nil {
 			return false // validated when the workflow was saved: cannot happen for a stored one
 		}
@@ -172,9 +172,9 @@ type conditionCache struct {
 // maxCachedConditions bounds the cache; a full cache starts over.
 const maxCachedConditions = 4096
 
-var conditions = conditionCache{m: map[string]*modules.Condition{}}
+var compiledConditions = conditionCache{m: map[string]*modules.Condition{}}
 
-func (c *conditionCache) compiled(src string) (*modules.Condition, error) {
+func (c *conditionCache) get(src string) (*modules.Condition, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.m[src]; ok {
