@@ -64,9 +64,12 @@ type RunStage struct {
 	ReferenceID string `json:"referenceId"`
 	Name        string `json:"name,omitempty"`
 	// Iteration is the FOR_EACH iteration index, -1 for a stage that is not an iteration.
-	Iteration     int       `json:"iteration"`
-	ParentStageID *string   `json:"parentStageId"`
-	UpdatedAt     time.Time `json:"updatedAt"`
+	Iteration     int     `json:"iteration"`
+	ParentStageID *string `json:"parentStageId"`
+	// Skipped is true for a stage none of whose incoming edges was taken (an edge's `when`
+	// was false): it completed without running, with output null and creditUsage 0.
+	Skipped   bool      `json:"skipped,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // RunEvent is a run stream event (SPEC.md 2.6).

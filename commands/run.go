@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/modules"
 )
 
 // runAgg folds runs in place (Apply) on a state the fold owns: load clones a cached state before
@@ -61,7 +63,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 		}
 		id := uuid.NewString()
 		st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
-			return run.DecideTrigger(s, id, c.WorkspaceID, wf.ID, c.APIKeyID, comp.ID, wf.Definition, c.Input, h.now())
+			return run.DecideTrigger(s, id, c.WorkspaceID, wf.ID, c.APIKeyID, comp.ID, wf.Definition, c.Input, edgeCondition(ctx), h.now())
 		})
 		if err != nil {
 			return out, wrap("trigger workflow", err)
@@ -116,7 +118,7 @@ func (h *Workflows) StepRun(ctx context.Context, id string, facts []run.Fact) (r
 	var dispatched []run.Stage
 	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
 		var events []domain.Event
-		events, dispatched = run.Step(s, facts, h.now())
+		events, dispatched = run.Step(s, facts, edgeCondition(ctx), h.now())
 		return events, nil
 	})
 	if err != nil {
@@ -143,4 +145,48 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 		return nil
 	}
 	return wrap("submit stage "+st.ID, err)
+}
+
+// edgeCondition evaluates edges' conditions for the run decisions, which record the answers in
+// their events (run.Condition says why the domain does not evaluate them itself). A condition
+// that fails at run time (say, null compared with a number) or runs past its deadline is
+// false: the edge is not taken.
+func edgeCondition(ctx context.Context) run.Condition {
+	return func(e workflow.Edge, output, trigger json.RawMessage) bool {
+		c, err := compiledConditions.get(e.When)
+		if err != nil {
+			return false // validated when the workflow was saved: cannot happen for a stored one
+		}
+		ok, err := c.Eval(ctx, output, trigger)
+		return err == nil && ok
+	}
+}
+
+// conditionCache holds compiled conditions by source: a condition is compiled once per
+// process, not once per stage.
+type conditionCache struct {
+	mu sync.Mutex
+	m  map[string]*modules.Condition
+}
+
+// maxCachedConditions bounds the cache; a full cache starts over.
+const maxCachedConditions = 4096
+
+var compiledConditions = conditionCache{m: map[string]*modules.Condition{}}
+
+func (c *conditionCache) get(src string) (*modules.Condition, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.m[src]; ok {
+		return p, nil
+	}
+	p, err := modules.CompileCondition(src)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.m) >= maxCachedConditions {
+		clear(c.m)
+	}
+	c.m[src] = p
+	return p, nil
 }

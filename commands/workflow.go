@@ -47,7 +47,20 @@ func (h *Workflows) prepareDefinition(d workflow.Definition) (workflow.Definitio
 	if err := d.Validate(h.checkModule); err != nil {
 		return d, err
 	}
+	if err := d.ValidateConditions(checkCondition); err != nil {
+		return d, err
+	}
 	return d, nil
+}
+
+// checkCondition compiles an edge's condition; the message says what does not compile.
+func checkCondition(when string) error {
+	_, err := modules.CompileCondition(when)
+	var ve *modules.ValidationError
+	if errors.As(err, &ve) {
+		return errors.New(ve.Message)
+	}
+	return err
 }
 
 // CreateWorkflow is a new workflow of a workspace.

@@ -58,6 +58,8 @@ type StageCounts struct {
 	Failed    int `json:"failed"`
 	// Canceled counts the failed stages the run's cancel stopped (included in Failed).
 	Canceled int `json:"canceled"`
+	// Skipped counts the stages no taken edge reached (included in Completed).
+	Skipped int `json:"skipped"`
 }
 
 func (c StageCounts) total() int { return c.Created + c.Running + c.Completed + c.Failed }
@@ -105,6 +107,9 @@ func runGraphDetail(st *run.State) RunDetail {
 			cnt.Running++
 		case run.StageStatusCompleted:
 			cnt.Completed++
+			if s.Skipped {
+				cnt.Skipped++
+			}
 		case run.StageStatusFailed:
 			cnt.Failed++
 			if stageLabel(s.Status, s.Error) == StatusCanceled {
@@ -139,7 +144,8 @@ func runGraphDetail(st *run.State) RunDetail {
 
 // componentStatus is the colour of a component: its one stage's status, or, for a FOR_EACH
 // body (a stage per item), RUNNING while any iteration is open or items are still to come,
-// then FAILED if any failed, else COMPLETED; CANCELED when every failure was the run's cancel.
+// then FAILED if any failed, else COMPLETED; CANCELED when every failure was the run's cancel,
+// SKIPPED when every stage was skipped.
 func componentStatus(c RunComponent, runEnded bool) string {
 	n := c.Counts
 	switch {
@@ -156,6 +162,8 @@ func componentStatus(c RunComponent, runEnded bool) string {
 		return StatusCanceled
 	case n.Failed > 0:
 		return string(run.StageStatusFailed)
+	case n.Skipped == n.Completed:
+		return StatusSkipped
 	}
 	return string(run.StageStatusCompleted)
 }

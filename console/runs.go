@@ -127,7 +127,7 @@ func (c *Console) runPage(q *request) {
 	}
 	data.Stages = make([]stageRow, len(stages))
 	for i, v := range stages {
-		data.Stages[i] = stageRow{StageView: v, Status: stageLabel(v.Status, v.Error), Href: stageHref(st.ID, v.ID)}
+		data.Stages[i] = stageRow{StageView: v, Status: viewLabel(v), Href: stageHref(st.ID, v.ID)}
 		if v.Status.Terminal() {
 			data.Stages[i].Duration = duration(v.ExecutionDispatchedAt, v.UpdatedAt)
 		}

@@ -36,6 +36,18 @@ func runLabel(d run.Detail) string {
 	return string(d.Status)
 }
 
+// StatusSkipped is what the console shows for a stage none of whose incoming edges was taken;
+// the API says COMPLETED with skipped set.
+const StatusSkipped = "SKIPPED"
+
+// viewLabel is a rendered stage's status as the page says it: SKIPPED, CANCELED or its own.
+func viewLabel(v run.StageView) string {
+	if v.Skipped {
+		return StatusSkipped
+	}
+	return stageLabel(v.Status, v.Error)
+}
+
 // stageLabel is a stage's status as the page says it: CANCELED for one the run's cancel
 // stopped.
 func stageLabel(status run.StageStatus, failure json.RawMessage) string {

@@ -51,17 +51,19 @@ func (c *Console) renderStage(q *request, st *run.State, stageID string) error {
 	}
 	v := s.View()
 	d := stagePageData{RunID: st.ID, RunStatus: runLabel(st.Detail()), WorkflowName: st.Definition.Name,
-		Stage: stageRow{StageView: v, Status: stageLabel(v.Status, v.Error), Href: stageHref(st.ID, v.ID)}}
+		Stage: stageRow{StageView: v, Status: viewLabel(v), Href: stageHref(st.ID, v.ID)}}
 	if v.Status.Terminal() {
 		d.Stage.Duration = duration(v.ExecutionDispatchedAt, v.UpdatedAt)
 	}
 	if p, ok := st.Stage(s.ParentStageID); ok {
 		pv := p.View()
-		d.Parent = &stageRow{StageView: pv, Status: stageLabel(pv.Status, pv.Error), Href: stageHref(st.ID, pv.ID)}
+		d.Parent = &stageRow{StageView: pv, Status: viewLabel(pv), Href: stageHref(st.ID, pv.ID)}
 	}
 	switch {
 	case s.Module == workflow.ModuleTrigger:
 		d.Input, d.InputNote = st.Input, "The trigger's body: what the call that started the run sent."
+	case s.Skipped:
+		d.InputNote = "Skipped: every incoming edge's condition was false or came from a skipped stage, so it did not run."
 	case s.ExecutionID != "":
 		if err := c.stageExecution(q, &d, s.ExecutionID); err != nil {
 			return err

@@ -208,8 +208,9 @@
   }
 
   // stageLabel is a stage's status as the page says it: CANCELED for one the run's cancel
-  // stopped (the API says FAILED).
+  // stopped (the API says FAILED), SKIPPED for one no taken edge reached (COMPLETED there).
   function stageLabel(s) {
+    if (s.skipped) return 'SKIPPED';
     return s.status === 'FAILED' && s.error && s.error.code === 'canceled' ? 'CANCELED' : s.status;
   }
 

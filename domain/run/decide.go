@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
@@ -10,16 +11,42 @@ import (
 	"github.com/switchyard/switchyard/domain/workflow"
 )
 
-// DecideTrigger starts a run of def from its trigger component triggerID.
-func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID string, def workflow.Definition, input json.RawMessage, now time.Time) ([]domain.Event, error) {
+// Condition tells whether edge e (one with a `when`) is taken for its upstream's output and
+// the run's trigger body. The caller evaluates it (commands, with the expr.eval language of
+// modules): an expression may run for a while, may read the clock (expr's now()) and its
+// library may change between releases, so evaluating it while folding would not be pure, nor
+// give a replay of an old log the same answer. The decisions call it only while deciding an
+// event and record its answers in that event (Conditions); folding reads them from there.
+type Condition func(e workflow.Edge, output, trigger json.RawMessage) bool
+
+// DecideTrigger starts a run of def from its trigger component triggerID; when decides the
+// conditions of the edges out of the trigger.
+func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID string, def workflow.Definition, input json.RawMessage, when Condition, now time.Time) ([]domain.Event, error) {
 	if s.Exists {
 		return nil, domain.ErrAlreadyExists
 	}
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
+	conds := conditions(def.Graph().Out[triggerID], input, input, when)
 	return []domain.Event{Triggered{RunID: runID, WorkflowID: workflowID, WorkspaceID: workspaceID, APIKeyID: apiKeyID,
-		TriggerID: triggerID, Definition: def, Input: input, At: now.UTC()}}, nil
+		TriggerID: triggerID, Definition: def, Input: input, Conditions: conds, At: now.UTC()}}, nil
+}
+
+// conditions evaluates the `when` of the conditional edges among out; nil when there is none.
+// A nil Condition takes no conditional edge.
+func conditions(out []workflow.Edge, output, trigger json.RawMessage, when Condition) map[string]bool {
+	var m map[string]bool
+	for _, e := range out {
+		if e.When == "" {
+			continue
+		}
+		if m == nil {
+			m = map[string]bool{}
+		}
+		m[e.To] = when != nil && when(e, output, trigger)
+	}
+	return m
 }
 
 // MaxReasonLength bounds a cancellation's reason.
@@ -71,15 +98,16 @@ type Fact struct {
 // Step records facts and then advances the run as far as it can go: it returns the events of
 // both, and the module stages dispatched (whose executions the caller then submits). Facts
 // about stages already ended, or arriving after the run ended, are ignored: a cancelled run's
-// late results change nothing.
-func Step(s State, facts []Fact, now time.Time) ([]domain.Event, []Stage) {
+// late results change nothing. when decides the conditions of the edges out of the stages
+// that complete.
+func Step(s State, facts []Fact, when Condition, now time.Time) ([]domain.Event, []Stage) {
 	if !s.Exists || s.Status.Terminal() {
 		return nil, nil
 	}
 	c := s.Clone()
 	var events []domain.Event
 	for _, f := range facts {
-		if e := c.record(f); e != nil {
+		if e := c.record(f, when); e != nil {
 			c.Apply(e)
 			events = append(events, e)
 		}
@@ -104,7 +132,7 @@ func Step(s State, facts []Fact, now time.Time) ([]domain.Event, []Stage) {
 	return events, dispatched
 }
 
-func (s *State) record(f Fact) domain.Event {
+func (s *State) record(f Fact, when Condition) domain.Event {
 	st, ok := s.StageOfExecution(f.ExecutionID)
 	if !ok || st.Status.Terminal() {
 		return nil
@@ -119,7 +147,8 @@ func (s *State) record(f Fact) domain.Event {
 		if len(out) == 0 {
 			out = json.RawMessage("null")
 		}
-		return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, CreditUsage: f.Usage, At: f.At.UTC()}
+		return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, CreditUsage: f.Usage,
+			Conditions: conditions(s.graph.Out[st.ComponentID], out, s.Input, when), At: f.At.UTC()}
 	case FactFailed:
 		return StageFailed{RunID: s.ID, StageID: st.ID, Error: f.Error, At: f.At.UTC()}
 	}
@@ -197,7 +226,8 @@ func (s *State) settleForEaches(now time.Time) domain.Event {
 }
 
 // ready lists the stages whose upstream stages have all completed, admitting new FOR_EACH
-// iterations while fewer than the concurrency are open.
+// iterations while fewer than the concurrency are open. A stage none of whose incoming edges
+// was taken is listed skipped.
 func (s *State) ready() []Dispatch {
 	var out []Dispatch
 	for _, id := range s.graph.Order {
@@ -205,7 +235,7 @@ func (s *State) ready() []Dispatch {
 			continue
 		}
 		if _, ok := s.stageAt(id, NoIteration); !ok && s.upstreamsDone(id, NoIteration, "") {
-			out = append(out, s.dispatchOf(id, NoIteration, ""))
+			out = append(out, s.dispatchOf(id, NoIteration, Stage{}))
 		}
 	}
 	for _, st := range s.Stages {
@@ -236,7 +266,7 @@ func (s *State) readyIn(fe Stage, it int) []Dispatch {
 			continue
 		}
 		if _, ok := s.stageAt(id, it); !ok && s.upstreamsDone(id, it, fe.ComponentID) {
-			out = append(out, s.dispatchOf(id, it, fe.ID))
+			out = append(out, s.dispatchOf(id, it, fe))
 		}
 	}
 	return out
@@ -261,15 +291,40 @@ func (s *State) upstreamsDone(id string, it int, forEach string) bool {
 	return true
 }
 
-func (s *State) dispatchOf(component string, it int, parent string) Dispatch {
-	d := Dispatch{StageID: StageID(s.ID, component, it), ComponentID: component, Iteration: it, ParentStageID: parent}
+// dispatchOf is the dispatch of component in iteration it of the FOR_EACH stage fe (the zero
+// Stage outside any), once its upstreams completed.
+func (s *State) dispatchOf(component string, it int, fe Stage) Dispatch {
+	d := Dispatch{StageID: StageID(s.ID, component, it), ComponentID: component, Iteration: it, ParentStageID: fe.ID}
+	if !slices.ContainsFunc(s.graph.In[component], func(e workflow.Edge) bool { return s.taken(e, it, fe.ComponentID) }) {
+		d.Skipped = true
+		return d
+	}
 	if !s.graph.Components[component].Control() {
 		d.ExecutionID = ExecutionID(d.StageID)
 	}
 	return d
 }
 
-// StageInput is the input of a dispatched stage, built from its upstream outputs (Edge).
+// taken reports whether edge e into a stage of iteration it was taken: a FOR_EACH always feeds
+// its body (forEach); any other upstream stage must have run (not skipped) and the edge's
+// condition, if it has one, must have held for its output.
+func (s *State) taken(e workflow.Edge, it int, forEach string) bool {
+	if !s.scope[e.From] {
+		return false
+	}
+	if e.From == forEach {
+		return true
+	}
+	at := NoIteration
+	if s.body[e.From] != "" {
+		at = it
+	}
+	up, ok := s.stageAt(e.From, at)
+	return ok && up.Status == StageStatusCompleted && !up.Skipped && (e.When == "" || up.Conditions[e.To])
+}
+
+// StageInput is the input of a dispatched stage, built from the outputs of the upstream stages
+// whose edges were taken (Edge).
 func (s *State) StageInput(st Stage) json.RawMessage {
 	var ups []workflow.Upstream
 	for _, e := range s.graph.In[st.ComponentID] {
@@ -279,6 +334,9 @@ func (s *State) StageInput(st Stage) json.RawMessage {
 		if fe, ok := s.forEaches[st.ParentStageID]; ok && e.From == s.body[st.ComponentID] {
 			item, _ := json.Marshal(map[string]any{"item": fe.Items[st.Iteration], "index": st.Iteration})
 			ups = append(ups, workflow.Upstream{Edge: e, Output: item})
+			continue
+		}
+		if !s.taken(e, st.Iteration, "") {
 			continue
 		}
 		at := NoIteration

@@ -74,7 +74,10 @@ type Triggered struct {
 	TriggerID   string              `json:"triggerId"`
 	Definition  workflow.Definition `json:"definition"`
 	Input       json.RawMessage     `json:"input"`
-	At          time.Time           `json:"at"`
+	// Conditions holds what the `when` of each conditional edge out of the trigger gave, by
+	// downstream component (Condition).
+	Conditions map[string]bool `json:"conditions,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -86,8 +89,12 @@ type Dispatch struct {
 	ComponentID   string `json:"componentId"`
 	Iteration     int    `json:"iteration"`
 	ParentStageID string `json:"parentStageId,omitempty"`
-	// ExecutionID is the execution running a module stage; empty for a FOR_EACH.
+	// ExecutionID is the execution running a module stage; empty for a FOR_EACH or a skipped
+	// stage.
 	ExecutionID string `json:"executionId,omitempty"`
+	// Skipped marks a stage none of whose incoming edges was taken: it is COMPLETED at once,
+	// with output null and no usage, and nothing runs.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // StagesDispatched records stages whose upstream completed. A module stage's execution is
@@ -118,7 +125,10 @@ type StageCompleted struct {
 	StageID     string          `json:"stageId"`
 	Output      json.RawMessage `json:"output"`
 	CreditUsage billing.Credits `json:"creditUsage"`
-	At          time.Time       `json:"at"`
+	// Conditions holds what the `when` of each conditional edge out of the stage gave for
+	// Output, by downstream component (Condition).
+	Conditions map[string]bool `json:"conditions,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 // EventType names the event in the log.

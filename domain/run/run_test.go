@@ -49,7 +49,7 @@ type harness struct {
 }
 
 func start(t *testing.T, d workflow.Definition, input string) *harness {
-	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", d, json.RawMessage(input), t0)
+	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", d, json.RawMessage(input), cond, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func (h *harness) apply(events []domain.Event) {
 // step records facts and returns the module stages dispatched.
 func (h *harness) step(facts ...run.Fact) []run.Stage {
 	h.at = h.at.Add(time.Millisecond)
-	events, dispatched := run.Step(h.s, facts, h.at)
+	events, dispatched := run.Step(h.s, facts, cond, h.at)
 	h.apply(events)
 	return dispatched
 }
@@ -102,7 +102,7 @@ func TestLinearRunPassesOutputsDownstream(t *testing.T) {
 	if h.s.Status != run.StatusCompleted || h.s.TotalUsage != 3000 || h.s.Pending != 0 || len(h.s.Stages) != 4 {
 		t.Fatalf("end: %+v", h.s.Detail())
 	}
-	if events, _ := run.Step(h.s, []run.Fact{done(h.s.Stages[1], `{}`)}, t0); events != nil {
+	if events, _ := run.Step(h.s, []run.Fact{done(h.s.Stages[1], `{}`)}, cond, t0); events != nil {
 		t.Fatalf("a finished run took events: %v", events)
 	}
 }
@@ -190,7 +190,7 @@ func TestCancelEndsAtOnceAndIgnoresLateResults(t *testing.T) {
 	if det.FailedStageCount != 0 || det.PendingStageCount != 0 || det.RunStages[1].Status != run.StageStatusFailed {
 		t.Fatalf("stages after cancel: %+v", det)
 	}
-	if events, _ := run.Step(h.s, []run.Fact{done(d[0], `{}`)}, t0); events != nil {
+	if events, _ := run.Step(h.s, []run.Fact{done(d[0], `{}`)}, cond, t0); events != nil {
 		t.Fatal("late result recorded after cancel")
 	}
 	if _, err := run.DecideCancel(h.s, "", t0); !errors.Is(err, domain.ErrConflict) {
@@ -220,7 +220,7 @@ func TestRetriedAttemptShowsOnTheStage(t *testing.T) {
 func TestStepLeavesItsInputStateAlone(t *testing.T) {
 	h := start(t, def(t, loop), `{"items": [1, 2, 3]}`)
 	before := len(h.s.Stages)
-	run.Step(h.s, nil, t0)
+	run.Step(h.s, nil, cond, t0)
 	if len(h.s.Stages) != before || h.s.Pending != 0 {
 		t.Fatalf("Step changed the state it was given: %d stages, %d pending", len(h.s.Stages), h.s.Pending)
 	}
@@ -246,7 +246,7 @@ func TestEvolveLeavesItsReceiverAlone(t *testing.T) {
 	if got.Status != st.Status || len(before.Stages) != stages || before.Pending != pending {
 		t.Fatalf("Evolve changed its receiver: stage %s, %d stages, %d pending", got.Status, len(before.Stages), before.Pending)
 	}
-	if events, _ := run.Step(before, []run.Fact{done(st, `{}`)}, t0); len(events) == 0 {
+	if events, _ := run.Step(before, []run.Fact{done(st, `{}`)}, cond, t0); len(events) == 0 {
 		t.Fatal("the receiver no longer advances as before")
 	}
 }

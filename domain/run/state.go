@@ -23,9 +23,14 @@ type Stage struct {
 	Error         json.RawMessage
 	CreditUsage   billing.Credits
 	ExecutionID   string
-	DispatchedAt  time.Time
-	Attempt       int
-	UpdatedAt     time.Time
+	// Skipped: none of the stage's incoming edges was taken, so it completed without running.
+	Skipped bool
+	// Conditions is what the `when` of the stage's conditional outgoing edges gave, by
+	// downstream component; shared between copies of the state, never changed once set.
+	Conditions   map[string]bool
+	DispatchedAt time.Time
+	Attempt      int
+	UpdatedAt    time.Time
 }
 
 // forEach is the progress of a FOR_EACH stage.
@@ -135,6 +140,9 @@ func (s *State) Apply(e domain.Event) {
 	case StagesDispatched:
 		for _, d := range ev.Stages {
 			s.dispatch(d, ev.At)
+			if d.Skipped {
+				s.complete(StageCompleted{StageID: d.StageID, Output: json.RawMessage("null"), At: ev.At})
+			}
 		}
 		if s.Status == StatusCreated {
 			s.Status = StatusExecuting
@@ -174,7 +182,7 @@ func (s State) start(ev Triggered) State {
 		}
 	}
 	s.dispatch(Dispatch{StageID: s.JobID(), ComponentID: ev.TriggerID, Iteration: NoIteration}, ev.At)
-	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, At: ev.At})
+	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, Conditions: ev.Conditions, At: ev.At})
 	return s
 }
 
@@ -184,7 +192,8 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 	}
 	c := s.graph.Components[d.ComponentID]
 	st := Stage{ID: d.StageID, ComponentID: c.ID, Name: c.Name, Module: c.Module, Iteration: d.Iteration,
-		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, DispatchedAt: at, Attempt: 1, UpdatedAt: at}
+		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, Skipped: d.Skipped,
+		DispatchedAt: at, Attempt: 1, UpdatedAt: at}
 	s.byID[st.ID] = len(s.Stages)
 	s.byKey[stageKey{c.ID, d.Iteration}] = len(s.Stages)
 	if st.ExecutionID != "" {
@@ -198,7 +207,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 			fe.Started = d.Iteration + 1
 		}
 	}
-	if c.Module == workflow.ModuleForEach {
+	if c.Module == workflow.ModuleForEach && !d.Skipped {
 		st.Status = StageStatusRunning
 		s.forEaches[st.ID] = s.expand(c)
 	}
@@ -253,6 +262,7 @@ func (s *State) change(id string, at time.Time, f func(*Stage)) bool {
 func (s *State) complete(ev StageCompleted) {
 	ok := s.change(ev.StageID, ev.At, func(st *Stage) {
 		st.Status, st.Output, st.Error, st.CreditUsage = StageStatusCompleted, ev.Output, nil, ev.CreditUsage
+		st.Conditions = ev.Conditions
 	})
 	if !ok {
 		return

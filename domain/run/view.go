@@ -22,7 +22,9 @@ type StageView struct {
 	ExecutionEventID      *string         `json:"executionEventId"`
 	ExecutionDispatchedAt *time.Time      `json:"executionDispatchedAt"`
 	ExecutionAttempt      int             `json:"executionAttempt"`
-	UpdatedAt             time.Time       `json:"updatedAt"`
+	// Skipped: none of the stage's incoming edges was taken; it completed without running.
+	Skipped   bool      `json:"skipped"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Detail is the workflow run detail of SPEC.md 2.4.
@@ -68,7 +70,7 @@ func (s *State) cancellation() (*time.Time, *string) {
 func (st Stage) View() StageView {
 	v := StageView{ID: st.ID, ReferenceID: st.ComponentID, Name: st.Name, Module: st.Module, Status: st.Status,
 		Output: nullable(st.Output), Error: nullable(st.Error), CreditUsage: st.CreditUsage, Iteration: st.Iteration,
-		ExecutionAttempt: st.Attempt, UpdatedAt: st.UpdatedAt}
+		ExecutionAttempt: st.Attempt, Skipped: st.Skipped, UpdatedAt: st.UpdatedAt}
 	if st.ParentStageID != "" {
 		p := st.ParentStageID
 		v.ParentStageID = &p

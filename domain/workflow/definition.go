@@ -71,11 +71,13 @@ func (c Component) Control() bool { return c.Module == ModuleTrigger || c.Module
 
 // Edge feeds From's output into To's input. Without a mapping an object output is merged into
 // the input at the top level (a non-object output lands under the upstream component's id);
-// with one, each input key takes the value at a path into the output (Lookup).
+// with one, each input key takes the value at a path into the output (Lookup). An edge with a
+// When is taken only when its condition holds for From's output (conditions.go).
 type Edge struct {
 	From    string            `json:"from"`
 	To      string            `json:"to"`
 	Mapping map[string]string `json:"mapping,omitempty"`
+	When    string            `json:"when,omitempty"`
 }
 
 // Definition is what a workflow is made of; a run keeps a copy of the one it started with.
