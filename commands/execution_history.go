@@ -20,8 +20,9 @@ func (h *Executions) ExecutionAttempts(ctx context.Context, id string) ([]execut
 	return execution.Attempts(history), nil
 }
 
-// executionHistory reads every event of execution id's stream.
-func (h *Executions) executionHistory(ctx context.Context, id string) ([]domain.Event, error) {
+// executionHistory reads every event of execution id's stream, for the histories the folded
+// state does not keep (module attempts, webhook deliveries).
+func (h *executionStreams) executionHistory(ctx context.Context, id string) ([]domain.Event, error) {
 	var history []domain.Event
 	stream := ExecutionStream(id)
 	for from := uint64(0); ; {

@@ -2,13 +2,10 @@ package commands
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/eventstore"
 )
 
 // StartWebhookAttempt claims the execution's next webhook delivery attempt for worker until
@@ -39,26 +36,9 @@ func (h *Webhooks) ReplayWebhook(ctx context.Context, id string) (execution.Stat
 // WebhookAttempts lists the callback delivery attempts of execution id, oldest first, read
 // from its stream (the state keeps only the latest).
 func (h *Webhooks) WebhookAttempts(ctx context.Context, id string) ([]execution.WebhookAttempt, error) {
-	var history []domain.Event
-	stream := ExecutionStream(id)
-	for from := uint64(0); ; {
-		recs, err := h.store.ReadStream(ctx, stream, from, readBatch)
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil, fmt.Errorf("execution %s: %w", id, domain.ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for _, rec := range recs {
-			ev, err := domain.Events.Decode(rec.Type, rec.Data)
-			if err != nil {
-				return nil, fmt.Errorf("decode %s@%d: %w", stream, rec.Revision, err)
-			}
-			history = append(history, ev)
-		}
-		if len(recs) < readBatch {
-			return execution.WebhookAttempts(history), nil
-		}
-		from = recs[len(recs)-1].Revision + 1
+	history, err := h.executionHistory(ctx, id)
+	if err != nil {
+		return nil, err
 	}
+	return execution.WebhookAttempts(history), nil
 }

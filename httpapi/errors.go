@@ -60,15 +60,7 @@ func writeRouteError(w http.ResponseWriter, r *http.Request, status int, message
 		WriteError(w, status, message)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	httperr.HTML(w, status, "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'", buf.Bytes())
 }
 
 // wantsPage: a browser's navigation outside /v1 (its Accept names text/html; API clients send

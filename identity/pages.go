@@ -46,16 +46,7 @@ func (p *Provider) render(w http.ResponseWriter, status int, name, title string,
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	// No framing: a consent page inside another site's frame is a clickjacking target.
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' https:; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	httperr.HTML(w, status, "default-src 'none'; style-src 'self'; img-src 'self' https:; frame-ancestors 'none'; base-uri 'none'", buf.Bytes())
 }
 
 type errorData struct{ Heading, Message string }

@@ -139,3 +139,18 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// HTML writes a rendered page with the headers every page of the service carries: not cached,
+// not sniffed, never framed (a page inside another site's frame is a clickjacking target), no
+// referrer, and the page's own Content-Security-Policy.
+func HTML(w http.ResponseWriter, status int, csp string, page []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_, _ = w.Write(page)
+}
