@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/retry"
 )
 
 // The control modules: they are resolved by the scheduler, not run by the executor.
@@ -61,9 +62,13 @@ type Component struct {
 	Module   string          `json:"module"`
 	Config   json.RawMessage `json:"config"`
 	Position Position        `json:"position"`
-	// Attempts is how often a failing stage of this component is tried (1 to 3).
-	Attempts  int       `json:"attempts"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	// Attempts is how often a failing stage of this component is tried (1 to 3; with Retry,
+	// its attempts, 1 to 10).
+	Attempts int `json:"attempts"`
+	// Retry is the stage's retry policy: attempts, backoff, non-retryable codes. Nil: the
+	// executor's default pace.
+	Retry     *retry.Policy `json:"retry,omitempty"`
+	UpdatedAt time.Time     `json:"updatedAt"`
 }
 
 // Control reports whether the scheduler resolves the component itself.
@@ -114,8 +119,15 @@ func (d *Definition) Normalize(newID func() string) {
 		if len(c.Config) == 0 || string(c.Config) == "null" {
 			c.Config = json.RawMessage(`{}`)
 		}
+		if c.Retry != nil {
+			p := c.Retry.Normalized(c.Attempts)
+			c.Retry = &p
+		}
 		if c.Attempts == 0 {
 			c.Attempts = 1
+			if c.Retry != nil {
+				c.Attempts = c.Retry.Attempts
+			}
 		}
 		if strings.TrimSpace(c.Name) == "" {
 			c.Name = c.ID
@@ -204,14 +216,35 @@ func validateComponent(field string, c Component, check ModuleCheck) error {
 	if err := ValidPosition(c.Position); err != nil {
 		return domain.Invalid(who+".position", "%s", err)
 	}
-	if c.Attempts < 1 || c.Attempts > MaxAttempts {
-		return domain.Invalid(who+".attempts", "must be an integer from 1 to %d", MaxAttempts)
+	if err := validateAttempts(who, c); err != nil {
+		return err
 	}
 	err := checkConfig(c, check)
 	if ve, ok := err.(*domain.ValidationError); ok {
 		return domain.Invalid(who+"."+ve.Field, "%s", ve.Message)
 	}
 	return err
+}
+
+// validateAttempts checks attempts alone (1 to 3), or a retry policy and that attempts, if
+// given beside it, says the same.
+func validateAttempts(who string, c Component) error {
+	if c.Retry == nil {
+		if c.Attempts < 1 || c.Attempts > MaxAttempts {
+			return domain.Invalid(who+".attempts", "must be an integer from 1 to %d (up to %d with a retry policy)", MaxAttempts, retry.MaxAttempts)
+		}
+		return nil
+	}
+	if c.Control() {
+		return domain.Invalid(who+".retry", "is not allowed on a %s component: it runs no module", c.Module)
+	}
+	if err := c.Retry.Validate(who + ".retry"); err != nil {
+		return err
+	}
+	if c.Attempts != c.Retry.Attempts {
+		return domain.Invalid(who+".attempts", "is %d but retry.attempts is %d: give one of them", c.Attempts, c.Retry.Attempts)
+	}
+	return nil
 }
 
 // checkConfig checks a component's module and config; fields are named from the component.
