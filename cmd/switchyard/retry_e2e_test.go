@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // workspaceAPI calls the workspace endpoints with the bootstrapped owner's session.
@@ -107,6 +110,37 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("an attempt past the stage's timeoutMs fails with timeout and is retried", func(t *testing.T) {
+		id := create(`{"name": "slow attempts", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "slow", "module": "core.delay", "config": {"ms": 10000}, "timeoutMs": 200,
+			 "retry": {"attempts": 2, "initialIntervalMs": 100}}],
+		  "edges": [{"from": "t", "to": "slow"}]}`)
+		m := pollRun(t, c, c.trigger(t, id, ""), 60*time.Second, terminal)
+		slow := stageOf(t, m, "slow")
+		if m["status"] != "FAILED" || slow["status"] != "FAILED" || slow["executionAttempt"] != float64(2) ||
+			!strings.Contains(fmt.Sprint(slow["error"]), "code:timeout") || !strings.Contains(fmt.Sprint(slow["error"]), "timeoutMs") {
+			t.Fatalf("run %v; stage %v: want FAILED with code timeout after attempt 2", m["status"], slow)
+		}
+	})
+
+	t.Run("a run past its timeoutMs fails with run_timeout", func(t *testing.T) {
+		id := create(`{"name": "slow run", "timeoutMs": 300, "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "slow", "module": "core.delay", "config": {"ms": 10000}},
+			{"id": "after", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "slow"}, {"from": "slow", "to": "after"}]}`)
+		if st, wf := api.call("GET", base+"/"+id, ""); st != http.StatusOK || wf["timeoutMs"] != float64(300) {
+			t.Fatalf("the saved workflow: %d %v", st, wf)
+		}
+		m := pollRun(t, c, c.trigger(t, id, ""), 60*time.Second, terminal)
+		slow := stageOf(t, m, "slow")
+		if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") || len(stages(m)) != 2 ||
+			slow["status"] != "FAILED" || !strings.Contains(fmt.Sprint(slow["error"]), "code:canceled") {
+			t.Fatalf("run %v (error %v); stage %v: want FAILED with run_timeout and the open stage cancelled", m["status"], m["error"], slow)
+		}
+	})
+
 	t.Run("a bad policy is a 400 naming the field", func(t *testing.T) {
 		for field, policy := range map[string]string{
 			"retry.backoffCoefficient": `{"attempts": 3, "backoffCoefficient": 0.5}`,
@@ -121,5 +155,84 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 				t.Fatalf("%s: %d %v", field, st, body)
 			}
 		}
+		st, body := api.call("POST", base, retryDef("bad timeout", `"timeoutMs": 10`))
+		if msg, _ := body["message"].(string); st != http.StatusBadRequest || !strings.Contains(msg, "components[1]") || !strings.Contains(msg, "timeoutMs") {
+			t.Fatalf("timeoutMs 10: %d %v", st, body)
+		}
+		st, body = api.call("POST", base, `{"name": "bad run timeout", "timeoutMs": 86400001, "components": [{"id": "t", "module": "ON_API_CALLED"}]}`)
+		if msg, _ := body["message"].(string); st != http.StatusBadRequest || !strings.HasPrefix(msg, "timeoutMs") {
+			t.Fatalf("run timeoutMs: %d %v", st, body)
+		}
 	})
+}
+
+// eventCount counts the events of type in stream, straight from the log.
+func eventCount(t *testing.T, c *cli, stream, typ string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE stream = $1 AND type = $2`, stream, typ).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A serve process killed with SIGKILL while a stage waits for its policy's retry, and while a
+// run waits for its timeout: the restarted service takes the retry when due (each attempt
+// once, the stage billed once) and times the run out, from the due times in the log.
+func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	c := svc.caller(t, svc.key)
+	api := svc.ownerAPI(t)
+	base := "/v1/workspaces/" + svc.key.WorkspaceID + "/workflows"
+	create := func(def string) string {
+		t.Helper()
+		st, wf := api.call("POST", base, def)
+		if st != http.StatusCreated {
+			t.Fatalf("create: %d %v", st, wf)
+		}
+		return wf["id"].(string)
+	}
+	retried := c.trigger(t, create(retryDef("backoff", `"config": {"succeedOnAttempt": 3},
+		"retry": {"attempts": 3, "initialIntervalMs": 2000, "backoffCoefficient": 1}`)), `{"n": 1}`)
+	timed := c.trigger(t, create(`{"name": "deadline", "timeoutMs": 4000, "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "slow", "module": "core.delay", "config": {"ms": 10000}}],
+	  "edges": [{"from": "t", "to": "slow"}]}`), "")
+	var exec string
+	pollRun(t, c, retried, 30*time.Second, func(m map[string]any) bool {
+		if len(stages(m)) < 2 {
+			return false
+		}
+		exec, _ = stageOf(t, m, "flaky")["executionEventId"].(string)
+		return exec != "" && eventCount(t, svc.cli, "execution-"+exec, "ExecutionAttemptFailed") == 1
+	})
+	if m := pollRun(t, c, timed, 0, func(map[string]any) bool { return true }); terminal(m) {
+		t.Fatalf("the premise failed: the timed run ended before the kill: %v", m["status"])
+	}
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+
+	m := pollRun(t, c, retried, 60*time.Second, terminal)
+	flaky := stageOf(t, m, "flaky")
+	if m["status"] != "COMPLETED" || flaky["executionAttempt"] != float64(3) || flaky["creditUsage"] != float64(1) {
+		t.Fatalf("retried run after the crash: %v; stage %v", m["status"], flaky)
+	}
+	if n := eventCount(t, svc.cli, "execution-"+exec, "ExecutionAttemptFailed"); n != 2 {
+		t.Fatalf("%d failed attempts recorded, want 2 (attempts 1 and 2, each once)", n)
+	}
+	m = pollRun(t, c, timed, 60*time.Second, terminal)
+	if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") {
+		t.Fatalf("timed run after the crash: %v %v", m["status"], m["error"])
+	}
+	restarted.stop(t, 30*time.Second)
+	auditTotal(t, svc.cli, svc.key.WorkspaceID)
 }

@@ -32,8 +32,24 @@ type Submit struct {
 	RunID       string
 	StageID     string
 	// Retry is a run stage's policy (normalized); Attempts must then be its attempts.
-	Retry  *retry.Policy
-	Runner string
+	Retry *retry.Policy
+	// TimeoutMs bounds each attempt of a run stage (0, or MinTimeoutMs to MaxTimeoutMs).
+	TimeoutMs int64
+	Runner    string
+}
+
+// Bounds of an attempt's timeoutMs.
+const (
+	MinTimeoutMs = 100
+	MaxTimeoutMs = 3_600_000
+)
+
+// CheckTimeout refuses an attempt timeout out of range, naming field.
+func CheckTimeout(field string, ms int64) error {
+	if ms != 0 && (ms < MinTimeoutMs || ms > MaxTimeoutMs) {
+		return domain.Invalid(field, "must be from %d to %d milliseconds", MinTimeoutMs, MaxTimeoutMs)
+	}
+	return nil
 }
 
 // CheckAttempts refuses an attempts count out of range, naming the field: the one rule of a
@@ -53,6 +69,9 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	if err := checkRetry(c); err != nil {
 		return nil, err
 	}
+	if err := CheckTimeout("timeoutMs", c.TimeoutMs); err != nil {
+		return nil, err
+	}
 	if c.Module == "" {
 		return nil, domain.Invalid("module", "is required")
 	}
@@ -61,7 +80,7 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	}
 	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
 		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
-		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Retry: c.Retry, Runner: c.Runner, At: now.UTC()}}, nil
+		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Retry: c.Retry, TimeoutMs: c.TimeoutMs, Runner: c.Runner, At: now.UTC()}}, nil
 }
 
 // checkRetry checks a submit's attempts: 1 to 3 as SPEC.md 4.1 has them, or those of the

@@ -308,7 +308,16 @@ func TestSubmitWithRetryPolicyAllowsTenAttempts(t *testing.T) {
 	if _, err := execution.DecideSubmit(execution.State{}, c, t0); err == nil {
 		t.Fatal("10 attempts without a policy must be refused (SPEC.md 4.1: 1 to 3)")
 	}
-	c.Retry, c.Attempts = &p, 3
+	c.Retry, c.TimeoutMs = &p, 50
+	var tve *domain.ValidationError
+	if _, err := execution.DecideSubmit(execution.State{}, c, t0); !errors.As(err, &tve) || tve.Field != "timeoutMs" {
+		t.Fatalf("an attempt timeout under 100 ms: %v", err)
+	}
+	c.TimeoutMs = 250
+	if events, err := execution.DecideSubmit(execution.State{}, c, t0); err != nil || fold(events...).TimeoutMs != 250 {
+		t.Fatalf("the attempt timeout must be folded from the submit: %v", err)
+	}
+	c.Attempts = 3
 	var ve *domain.ValidationError
 	if _, err := execution.DecideSubmit(execution.State{}, c, t0); !errors.As(err, &ve) || ve.Field != "attempts" {
 		t.Fatalf("attempts beside a policy must match it: %v", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/retry"
 )
 
@@ -67,8 +68,11 @@ type Component struct {
 	Attempts int `json:"attempts"`
 	// Retry is the stage's retry policy: attempts, backoff, non-retryable codes. Nil: the
 	// executor's default pace.
-	Retry     *retry.Policy `json:"retry,omitempty"`
-	UpdatedAt time.Time     `json:"updatedAt"`
+	Retry *retry.Policy `json:"retry,omitempty"`
+	// TimeoutMs bounds one attempt of the component's stages (100 to 3 600 000; 0: the
+	// module's own deadline); an attempt past it fails with code timeout.
+	TimeoutMs int64     `json:"timeoutMs,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Control reports whether the scheduler resolves the component itself.
@@ -89,7 +93,16 @@ type Definition struct {
 	Description string      `json:"description"`
 	Components  []Component `json:"components"`
 	Edges       []Edge      `json:"edges"`
+	// TimeoutMs bounds a whole run (100 to 86 400 000; 0: none): a run still unfinished at
+	// its trigger time plus TimeoutMs fails with code run_timeout.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
+
+// Bounds of a definition's timeoutMs.
+const (
+	MinRunTimeoutMs = 100
+	MaxRunTimeoutMs = 86_400_000
+)
 
 // ForEachConfig is the config of a FOR_EACH component.
 type ForEachConfig struct {
@@ -182,6 +195,8 @@ func (d Definition) validateHeader() error {
 		return domain.Invalid("components", "must hold at least one %s component", ModuleTrigger)
 	case len(d.Components) > MaxComponents:
 		return domain.Invalid("components", "must hold at most %d components", MaxComponents)
+	case d.TimeoutMs != 0 && (d.TimeoutMs < MinRunTimeoutMs || d.TimeoutMs > MaxRunTimeoutMs):
+		return domain.Invalid("timeoutMs", "must be from %d to %d milliseconds", MinRunTimeoutMs, MaxRunTimeoutMs)
 	}
 	if err := domain.CheckStorableString("name", d.Name); err != nil {
 		return err
@@ -219,6 +234,9 @@ func validateComponent(field string, c Component, check ModuleCheck) error {
 	if err := validateAttempts(who, c); err != nil {
 		return err
 	}
+	if err := validateTimeout(who, c); err != nil {
+		return err
+	}
 	err := checkConfig(c, check)
 	if ve, ok := err.(*domain.ValidationError); ok {
 		return domain.Invalid(who+"."+ve.Field, "%s", ve.Message)
@@ -245,6 +263,14 @@ func validateAttempts(who string, c Component) error {
 		return domain.Invalid(who+".attempts", "is %d but retry.attempts is %d: give one of them", c.Attempts, c.Retry.Attempts)
 	}
 	return nil
+}
+
+// validateTimeout checks an attempt's timeoutMs, which only a module component has.
+func validateTimeout(who string, c Component) error {
+	if c.TimeoutMs != 0 && c.Control() {
+		return domain.Invalid(who+".timeoutMs", "is not allowed on a %s component: it runs no module", c.Module)
+	}
+	return execution.CheckTimeout(who+".timeoutMs", c.TimeoutMs)
 }
 
 // checkConfig checks a component's module and config; fields are named from the component.

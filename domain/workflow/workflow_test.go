@@ -59,6 +59,10 @@ func TestValidateNamesTheComponentAtFault(t *testing.T) {
 		{"attempts beside retry", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "attempts": 2, "retry": {"attempts": 5}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").attempts`},
 		{"ten attempts without retry", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "attempts": 10}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").attempts`},
 		{"retry on a trigger", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "retry": {"attempts": 2}}]}`, `components[0] (component "t").retry`},
+		{"attempt timeout too short", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "timeoutMs": 99}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").timeoutMs`},
+		{"attempt timeout too long", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "timeoutMs": 3600001}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").timeoutMs`},
+		{"attempt timeout on a trigger", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "timeoutMs": 1000}]}`, `components[0] (component "t").timeoutMs`},
+		{"run timeout", `{"name": "w", "timeoutMs": 50, "components": [` + trig + `]}`, "timeoutMs"},
 		{"duplicate id", `{"name": "w", "components": [` + trig + `, ` + trig + `]}`, "components[1].id"},
 	}
 	for _, c := range cases {
