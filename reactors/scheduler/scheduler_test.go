@@ -210,6 +210,21 @@ func TestRunTimesOutAtItsDeadlineWhileAStageRuns(t *testing.T) {
 	ws := env.Workspace(t, 100)
 	startExecutor(t, env)
 	startSchedulerWithGrace(t, env, time.Hour)
+	// A run that completes shows the scheduler follows the log: one triggered before it did
+	// would wait for a sweep, which this one's grace puts off for an hour.
+	warm := create(t, env, ws, `{"name": "warm", "components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "a"}]}`)
+	testenv.Eventually(t, 60*time.Second, "the scheduler to follow the log", func() bool {
+		id := trigger(t, env, ws, warm, `{}`)
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if st, err := env.Cmds.Workflows.Run(context.Background(), id); err == nil && st.Status.Terminal() {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	})
 	wf := create(t, env, ws, `{"name": "deadline", "timeoutMs": 200, "components": [
 		{"id": "t", "module": "ON_API_CALLED"},
 		{"id": "slow", "module": "core.delay", "config": {"ms": 3000}}],
