@@ -88,6 +88,11 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 		if m["status"] != "COMPLETED" || flaky["status"] != "COMPLETED" || flaky["executionAttempt"] != float64(5) {
 			t.Fatalf("run %v; stage %v: want COMPLETED at attempt 5", m["status"], flaky)
 		}
+		// Each failed attempt's recorded due time is the policy's: 100 ms, then ×1.5, capped at 200.
+		waits := retryWaits(t, svc.cli, "execution-"+flaky["executionEventId"].(string))
+		if fmt.Sprint(waits) != "[100ms 150ms 200ms 200ms]" {
+			t.Fatalf("recorded retry waits %v, want [100ms 150ms 200ms 200ms]", waits)
+		}
 	})
 
 	t.Run("a non-retryable code stops at one attempt", func(t *testing.T) {
@@ -164,6 +169,33 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 			t.Fatalf("run timeoutMs: %d %v", st, body)
 		}
 	})
+}
+
+// retryWaits lists, from the log, how long each failed attempt of stream was to wait for its
+// retry (retryAt minus the failure's time).
+func retryWaits(t *testing.T, c *cli, stream string) []time.Duration {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT data FROM events WHERE stream = $1 AND type = 'ExecutionAttemptFailed' ORDER BY revision`, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Duration
+	for rows.Next() {
+		var ev struct{ At, RetryAt time.Time }
+		if err := rows.Scan(&ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev.RetryAt.Sub(ev.At))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // eventCount counts the events of type in stream, straight from the log.
