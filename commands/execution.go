@@ -168,7 +168,7 @@ func (h *Attempts) CompleteExecution(ctx context.Context, id, worker string, att
 }
 
 // FailExecution records a failed attempt, to be retried after backoff while attempts remain
-// and retry is true.
+// and retry is true (a stage's retry policy decides both when there is one).
 func (h *Attempts) FailExecution(ctx context.Context, id, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration) (execution.State, error) {
 	return h.changeExecution(ctx, id, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideFail(s, worker, attempt, failure, retry, backoff, h.now())

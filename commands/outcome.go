@@ -22,7 +22,9 @@ type Outcome struct {
 	Output json.RawMessage
 	Usage  billing.Credits
 	// Failure, when set, is a failed run's error instead. The attempt is retried while
-	// attempts remain and Retry is true, after Backoff of the failed attempt (none when nil).
+	// attempts remain and Retry is true, after Backoff of the failed attempt (none when nil);
+	// a stage's retry policy, when its execution has one, decides both instead
+	// (execution.DecideFail).
 	Failure json.RawMessage
 	Retry   bool
 	Backoff func(attempt int) time.Duration

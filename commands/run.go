@@ -137,7 +137,7 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 	}
 	sub := execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
 		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
-		RunID: r.ID, StageID: st.ID}
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
 	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideSubmit(s, sub, h.now())
 	})

@@ -100,6 +100,23 @@ func TestConsoleAnswersTheNextQuestion(t *testing.T) {
 		if !strings.Contains(body, `id="trigger-form"`) {
 			t.Fatal("the workflow page offers an owner no way to start a run")
 		}
+		if strings.Contains(body, `class="retry-policy`) || strings.Contains(body, `id="run-timeout"`) {
+			t.Fatal("a workflow without retry policies or timeouts shows some")
+		}
+		timed := s.workflow(t, `{"name": "Patient", "timeoutMs": 60000, "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "call", "module": "core.echo", "timeoutMs": 2000, "retry": {"attempts": 5, "initialIntervalMs": 500, "backoffCoefficient": 3, "maxIntervalMs": 4000, "nonRetryableErrors": ["bad_input"]}}],
+		  "edges": [{"from": "t", "to": "call"}]}`)
+		_, body = s.get(t, owner, ws+"/workflows/"+timed.ID)
+		row := between(body, `data-component="call">`, "</tr>")
+		for _, want := range []string{">5<", "waits 500 ms, ×3 each retry, at most 4000 ms; never retries <code>bad_input</code>", "2000 ms per attempt"} {
+			if !strings.Contains(row, want) {
+				t.Fatalf("the component's row lacks %q: %s", want, row)
+			}
+		}
+		if !strings.Contains(body, `<dd id="run-timeout">60000 ms</dd>`) {
+			t.Fatal("the workflow page does not show the run timeout")
+		}
 		if _, body := s.get(t, member, page); strings.Contains(body, `id="trigger-form"`) || !strings.Contains(body, "&#34;items&#34;: &#34;items&#34;") {
 			t.Fatal("a member gets the trigger form, or no config")
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/retry"
 )
 
 // ErrNotClaimable means another worker holds or finished the execution; the caller moves on.
@@ -30,7 +31,25 @@ type Submit struct {
 	CachedFrom  string
 	RunID       string
 	StageID     string
-	Runner      string
+	// Retry is a run stage's policy (normalized); Attempts must then be its attempts.
+	Retry *retry.Policy
+	// TimeoutMs bounds each attempt of a run stage (0, or MinTimeoutMs to MaxTimeoutMs).
+	TimeoutMs int64
+	Runner    string
+}
+
+// Bounds of an attempt's timeoutMs.
+const (
+	MinTimeoutMs = 100
+	MaxTimeoutMs = 3_600_000
+)
+
+// CheckTimeout refuses an attempt timeout out of range, naming field.
+func CheckTimeout(field string, ms int64) error {
+	if ms != 0 && (ms < MinTimeoutMs || ms > MaxTimeoutMs) {
+		return domain.Invalid(field, "must be from %d to %d milliseconds", MinTimeoutMs, MaxTimeoutMs)
+	}
+	return nil
 }
 
 // CheckAttempts refuses an attempts count out of range, naming the field: the one rule of a
@@ -47,7 +66,10 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	if s.Exists {
 		return nil, domain.ErrAlreadyExists
 	}
-	if err := CheckAttempts(c.Attempts); err != nil {
+	if err := checkRetry(c); err != nil {
+		return nil, err
+	}
+	if err := CheckTimeout("timeoutMs", c.TimeoutMs); err != nil {
 		return nil, err
 	}
 	if c.Module == "" {
@@ -58,7 +80,22 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	}
 	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
 		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
-		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Runner: c.Runner, At: now.UTC()}}, nil
+		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Retry: c.Retry, TimeoutMs: c.TimeoutMs, Runner: c.Runner, At: now.UTC()}}, nil
+}
+
+// checkRetry checks a submit's attempts: 1 to 3 as SPEC.md 4.1 has them, or those of the
+// stage's retry policy (1 to 10), which the policy must state.
+func checkRetry(c Submit) error {
+	if c.Retry == nil {
+		return CheckAttempts(c.Attempts)
+	}
+	if err := c.Retry.Validate("retry"); err != nil {
+		return err
+	}
+	if c.Attempts != c.Retry.Attempts {
+		return domain.Invalid("attempts", "must equal retry.attempts (%d)", c.Retry.Attempts)
+	}
+	return nil
 }
 
 // DecideStart claims the execution for worker until now+lease.
@@ -104,12 +141,18 @@ func DecideCompleteFirst(s State, worker string, output json.RawMessage, usage b
 }
 
 // DecideFail records a failed attempt: retried at now+backoff while attempts remain (and
-// retry is true), otherwise the execution fails for good.
-func DecideFail(s State, worker string, attempt int, failure json.RawMessage, retry bool, backoff time.Duration, now time.Time) ([]domain.Event, error) {
+// again is true), otherwise the execution fails for good. An execution with a retry policy
+// waits the policy's delay instead of backoff, and is not retried after a failure whose code
+// the policy names non-retryable.
+func DecideFail(s State, worker string, attempt int, failure json.RawMessage, again bool, backoff time.Duration, now time.Time) ([]domain.Event, error) {
 	if !s.holds(worker, attempt) {
 		return nil, ErrLeaseLost
 	}
-	if retry && attempt < s.Attempts {
+	if s.Retry != nil {
+		again = again && s.Retry.Retryable(failure)
+		backoff = s.Retry.Delay(attempt + 1)
+	}
+	if again && attempt < s.Attempts {
 		return []domain.Event{AttemptFailed{ExecutionID: s.ID, Attempt: attempt, Error: failure, RetryAt: now.Add(backoff).UTC(), At: now.UTC()}}, nil
 	}
 	return []domain.Event{Failed{ExecutionID: s.ID, RunID: s.RunID, Attempt: attempt, Error: failure,

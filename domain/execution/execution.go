@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/retry"
 )
 
 // Category is the stream category of executions: execution-<id>.
@@ -66,6 +67,13 @@ type Submitted struct {
 	// RunID and StageID link a workflow run's stage to the execution that runs it.
 	RunID   string `json:"runId,omitempty"`
 	StageID string `json:"stageId,omitempty"`
+	// Retry is a run stage's retry policy (components[].retry): its attempts are Attempts,
+	// its backoff and non-retryable codes decide each failed attempt (DecideFail). Nil: the
+	// executor's own pace, every failure retried while attempts remain.
+	Retry *retry.Policy `json:"retry,omitempty"`
+	// TimeoutMs bounds each attempt of a run stage (components[].timeoutMs) below the
+	// module's own deadline; an attempt past it fails with code timeout. 0: the module's.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// Runner is the worker of the instance that accepted the submit and runs it; other
 	// instances leave it alone unless it is still unclaimed after their sweep's grace. Empty:
 	// any instance may claim it at once.
@@ -155,6 +163,10 @@ type State struct {
 	CachedFrom  string
 	RunID       string
 	StageID     string
+	// Retry is the submit's retry policy (Submitted.Retry), never changed in place.
+	Retry *retry.Policy
+	// TimeoutMs bounds each attempt (Submitted.TimeoutMs); 0: the module's deadline only.
+	TimeoutMs int64
 	// Runner is the worker of the instance that accepted the submit (Submitted.Runner).
 	Runner string
 
@@ -185,7 +197,7 @@ func (s State) Evolve(e domain.Event) State {
 	case Submitted:
 		s = State{Exists: true, ID: ev.ExecutionID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 			Module: ev.Module, Input: ev.Input, Config: ev.Config, Attempts: ev.Attempts, CostMilli: ev.CostMilli,
-			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
+			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Retry: ev.Retry, TimeoutMs: ev.TimeoutMs, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
 	case Started:
 		s.Status, s.Attempt, s.Worker, s.LeaseUntil, s.RetryAt = StatusRunning, ev.Attempt, ev.Worker, ev.LeaseUntil, time.Time{}
 	case AttemptFailed:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/retry"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -251,5 +252,74 @@ func TestCompleteFirst(t *testing.T) {
 		if _, err := execution.DecideCompleteFirst(c.s, c.worker, nil, 1000, t0); !errors.Is(err, execution.ErrNotClaimable) {
 			t.Errorf("%s: err = %v, want ErrNotClaimable", name, err)
 		}
+	}
+}
+
+// A stage's retry policy decides the pace and which failures are retried.
+func TestRetryPolicyDecidesEachFailedAttempt(t *testing.T) {
+	policy := &retry.Policy{Attempts: 4, InitialIntervalMs: 100, BackoffCoefficient: 3, MaxIntervalMs: 500, NonRetryableErrors: []string{"bad_input"}}
+	sub := submitted(4)
+	sub.Retry = policy
+	s := fold(sub, started(1, "w", t0))
+	at := t0
+	for attempt, wait := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 300 * time.Millisecond, 3: 500 * time.Millisecond} {
+		st := fold(sub, started(attempt, "w", at))
+		st.FailedAttempts = attempt - 1
+		events, err := execution.DecideFail(st, "w", attempt, json.RawMessage(`{"code":"flaky"}`), true, time.Hour, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		af, ok := events[0].(execution.AttemptFailed)
+		if !ok || af.RetryAt.Sub(at) != wait {
+			t.Fatalf("attempt %d: %+v; want a retry after %v, the policy's and not the executor's hour", attempt, events[0], wait)
+		}
+	}
+	last := fold(sub, started(4, "w", at))
+	if events, _ := execution.DecideFail(last, "w", 4, json.RawMessage(`{"code":"flaky"}`), true, 0, at); !isFailed(events) {
+		t.Fatalf("the policy's last attempt must fail the execution: %+v", events)
+	}
+	if events, _ := execution.DecideFail(s, "w", 1, json.RawMessage(`{"code":"bad_input"}`), true, 0, at); !isFailed(events) {
+		t.Fatalf("a non-retryable code must fail at once: %+v", events)
+	}
+	if events, _ := execution.DecideFail(s, "w", 1, json.RawMessage(`{"code":"insufficient_credits"}`), false, 0, at); !isFailed(events) {
+		t.Fatalf("a failure the executor will not retry stays final under a policy: %+v", events)
+	}
+	if s.Retry == nil || s.Retry.Attempts != 4 {
+		t.Fatalf("the policy must be folded from the submit: %+v", s.Retry)
+	}
+}
+
+func isFailed(events []domain.Event) bool {
+	if len(events) != 1 {
+		return false
+	}
+	_, ok := events[0].(execution.Failed)
+	return ok
+}
+
+func TestSubmitWithRetryPolicyAllowsTenAttempts(t *testing.T) {
+	p := retry.Policy{Attempts: 10, InitialIntervalMs: 100, BackoffCoefficient: 2}
+	c := execution.Submit{ExecutionID: "e1", WorkspaceID: "w1", Module: "core.echo", Attempts: 10, Retry: &p}
+	events, err := execution.DecideSubmit(execution.State{}, c, t0)
+	if err != nil || events[0].(execution.Submitted).Retry.Attempts != 10 {
+		t.Fatalf("a policy of 10 attempts: %v %+v", err, events)
+	}
+	c.Retry = nil
+	if _, err := execution.DecideSubmit(execution.State{}, c, t0); err == nil {
+		t.Fatal("10 attempts without a policy must be refused (SPEC.md 4.1: 1 to 3)")
+	}
+	c.Retry, c.TimeoutMs = &p, 50
+	var tve *domain.ValidationError
+	if _, err := execution.DecideSubmit(execution.State{}, c, t0); !errors.As(err, &tve) || tve.Field != "timeoutMs" {
+		t.Fatalf("an attempt timeout under 100 ms: %v", err)
+	}
+	c.TimeoutMs = 250
+	if events, err := execution.DecideSubmit(execution.State{}, c, t0); err != nil || fold(events...).TimeoutMs != 250 {
+		t.Fatalf("the attempt timeout must be folded from the submit: %v", err)
+	}
+	c.Attempts = 3
+	var ve *domain.ValidationError
+	if _, err := execution.DecideSubmit(execution.State{}, c, t0); !errors.As(err, &ve) || ve.Field != "attempts" {
+		t.Fatalf("attempts beside a policy must match it: %v", err)
 	}
 }

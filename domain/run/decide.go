@@ -160,6 +160,9 @@ func (s *State) advance(now time.Time) domain.Event {
 	if s.Status.Terminal() {
 		return nil
 	}
+	if d := s.Deadline(); !d.IsZero() && !now.Before(d) {
+		return s.timedOut(now)
+	}
 	if s.Failed > 0 || !s.CancelAt.IsZero() {
 		if s.Pending-s.openForEaches() > 0 {
 			return nil // let running stages finish, so their usage and failures are counted
@@ -177,6 +180,18 @@ func (s *State) advance(now time.Time) domain.Event {
 	}
 	return nil
 }
+
+// timedOut ends a run stepped at or after its deadline FAILED with code run_timeout, its
+// open stages cancelled as a cancellation cancels them: their executions' late results
+// change nothing.
+func (s *State) timedOut(now time.Time) domain.Event {
+	msg := fmt.Sprintf("the run did not finish within its timeoutMs (%d ms)", s.Definition.TimeoutMs)
+	return Finished{RunID: s.ID, Status: StatusFailed, Error: failure(CodeRunTimeout, msg, ""),
+		Abort: failure("canceled", "the run timed out before this stage finished", ""), At: now}
+}
+
+// CodeRunTimeout is the error code of a run that passed its definition's timeoutMs.
+const CodeRunTimeout = "run_timeout"
 
 func (s *State) openForEaches() int {
 	n := 0

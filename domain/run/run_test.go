@@ -250,3 +250,37 @@ func TestEvolveLeavesItsReceiverAlone(t *testing.T) {
 		t.Fatal("the receiver no longer advances as before")
 	}
 }
+
+// A run stepped at or after its definition's timeoutMs fails with run_timeout, its open
+// stages cancelled; before the deadline it runs as usual.
+func TestRunTimeout(t *testing.T) {
+	d := def(t, linear)
+	d.TimeoutMs = 1000
+	h := start(t, d, `{"x": 1}`)
+	a := h.step()
+	if len(a) != 1 || h.s.Status.Terminal() || !h.s.Deadline().Equal(t0.Add(time.Second)) {
+		t.Fatalf("before the deadline: dispatched %d, status %s, deadline %v", len(a), h.s.Status, h.s.Deadline())
+	}
+	h.at = t0.Add(time.Second - 2*time.Millisecond)
+	b := h.step(done(a[0], `{"x": 1}`))
+	if len(b) != 1 || h.s.Status.Terminal() {
+		t.Fatalf("a millisecond before the deadline: dispatched %d, status %s", len(b), h.s.Status)
+	}
+	if got := h.step(); len(got) != 0 || h.s.Status != run.StatusFailed {
+		t.Fatalf("at the deadline: dispatched %d, status %s", len(got), h.s.Status)
+	}
+	var e struct{ Code string }
+	if err := json.Unmarshal(h.s.Error, &e); err != nil || e.Code != run.CodeRunTimeout {
+		t.Fatalf("run error %s, want code %s", h.s.Error, run.CodeRunTimeout)
+	}
+	st, _ := h.s.Stage(b[0].ID)
+	if st.Status != run.StageStatusFailed || !json.Valid(st.Error) || h.s.Pending != 0 {
+		t.Fatalf("the open stage after the timeout: %+v, pending %d", st, h.s.Pending)
+	}
+	if late := h.step(done(b[0], `{}`)); len(late) != 0 || h.s.Status != run.StatusFailed {
+		t.Fatal("a late result must change nothing")
+	}
+	if d := def(t, linear); (&run.State{Definition: d}).Deadline() != (time.Time{}) {
+		t.Fatal("a run without timeoutMs has no deadline")
+	}
+}

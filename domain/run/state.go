@@ -85,6 +85,15 @@ type State struct {
 // JobID is the id of the run's trigger stage, returned by the trigger call as jobId.
 func (s *State) JobID() string { return StageID(s.ID, s.TriggerID, NoIteration) }
 
+// Deadline is when the run times out (its definition's timeoutMs after its trigger); zero
+// when it has no timeout.
+func (s *State) Deadline() time.Time {
+	if s.Definition.TimeoutMs <= 0 {
+		return time.Time{}
+	}
+	return s.CreatedAt.Add(time.Duration(s.Definition.TimeoutMs) * time.Millisecond)
+}
+
 // Clone copies the state so that evolving the copy leaves s as it is.
 func (s *State) Clone() State {
 	c := *s

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/retry"
 )
 
 // The control modules: they are resolved by the scheduler, not run by the executor.
@@ -61,8 +63,15 @@ type Component struct {
 	Module   string          `json:"module"`
 	Config   json.RawMessage `json:"config"`
 	Position Position        `json:"position"`
-	// Attempts is how often a failing stage of this component is tried (1 to 3).
-	Attempts  int       `json:"attempts"`
+	// Attempts is how often a failing stage of this component is tried (1 to 3; with Retry,
+	// its attempts, 1 to 10).
+	Attempts int `json:"attempts"`
+	// Retry is the stage's retry policy: attempts, backoff, non-retryable codes. Nil: the
+	// executor's default pace.
+	Retry *retry.Policy `json:"retry,omitempty"`
+	// TimeoutMs bounds one attempt of the component's stages (100 to 3 600 000; 0: the
+	// module's own deadline); an attempt past it fails with code timeout.
+	TimeoutMs int64     `json:"timeoutMs,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
@@ -86,7 +95,16 @@ type Definition struct {
 	Description string      `json:"description"`
 	Components  []Component `json:"components"`
 	Edges       []Edge      `json:"edges"`
+	// TimeoutMs bounds a whole run (100 to 86 400 000; 0: none): a run still unfinished at
+	// its trigger time plus TimeoutMs fails with code run_timeout.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
+
+// Bounds of a definition's timeoutMs.
+const (
+	MinRunTimeoutMs = 100
+	MaxRunTimeoutMs = 86_400_000
+)
 
 // ForEachConfig is the config of a FOR_EACH component.
 type ForEachConfig struct {
@@ -116,8 +134,15 @@ func (d *Definition) Normalize(newID func() string) {
 		if len(c.Config) == 0 || string(c.Config) == "null" {
 			c.Config = json.RawMessage(`{}`)
 		}
+		if c.Retry != nil {
+			p := c.Retry.Normalized(c.Attempts)
+			c.Retry = &p
+		}
 		if c.Attempts == 0 {
 			c.Attempts = 1
+			if c.Retry != nil {
+				c.Attempts = c.Retry.Attempts
+			}
 		}
 		if strings.TrimSpace(c.Name) == "" {
 			c.Name = c.ID
@@ -172,6 +197,8 @@ func (d Definition) validateHeader() error {
 		return domain.Invalid("components", "must hold at least one %s component", ModuleTrigger)
 	case len(d.Components) > MaxComponents:
 		return domain.Invalid("components", "must hold at most %d components", MaxComponents)
+	case d.TimeoutMs != 0 && (d.TimeoutMs < MinRunTimeoutMs || d.TimeoutMs > MaxRunTimeoutMs):
+		return domain.Invalid("timeoutMs", "must be from %d to %d milliseconds", MinRunTimeoutMs, MaxRunTimeoutMs)
 	}
 	if err := domain.CheckStorableString("name", d.Name); err != nil {
 		return err
@@ -206,14 +233,46 @@ func validateComponent(field string, c Component, check ModuleCheck) error {
 	if err := ValidPosition(c.Position); err != nil {
 		return domain.Invalid(who+".position", "%s", err)
 	}
-	if c.Attempts < 1 || c.Attempts > MaxAttempts {
-		return domain.Invalid(who+".attempts", "must be an integer from 1 to %d", MaxAttempts)
+	if err := validateAttempts(who, c); err != nil {
+		return err
+	}
+	if err := validateTimeout(who, c); err != nil {
+		return err
 	}
 	err := checkConfig(c, check)
 	if ve, ok := err.(*domain.ValidationError); ok {
 		return domain.Invalid(who+"."+ve.Field, "%s", ve.Message)
 	}
 	return err
+}
+
+// validateAttempts checks attempts alone (1 to 3), or a retry policy and that attempts, if
+// given beside it, says the same.
+func validateAttempts(who string, c Component) error {
+	if c.Retry == nil {
+		if c.Attempts < 1 || c.Attempts > MaxAttempts {
+			return domain.Invalid(who+".attempts", "must be an integer from 1 to %d (up to %d with a retry policy)", MaxAttempts, retry.MaxAttempts)
+		}
+		return nil
+	}
+	if c.Control() {
+		return domain.Invalid(who+".retry", "is not allowed on a %s component: it runs no module", c.Module)
+	}
+	if err := c.Retry.Validate(who + ".retry"); err != nil {
+		return err
+	}
+	if c.Attempts != c.Retry.Attempts {
+		return domain.Invalid(who+".attempts", "is %d but retry.attempts is %d: give one of them", c.Attempts, c.Retry.Attempts)
+	}
+	return nil
+}
+
+// validateTimeout checks an attempt's timeoutMs, which only a module component has.
+func validateTimeout(who string, c Component) error {
+	if c.TimeoutMs != 0 && c.Control() {
+		return domain.Invalid(who+".timeoutMs", "is not allowed on a %s component: it runs no module", c.Module)
+	}
+	return execution.CheckTimeout(who+".timeoutMs", c.TimeoutMs)
 }
 
 // checkConfig checks a component's module and config; fields are named from the component.

@@ -52,6 +52,17 @@ func TestValidateNamesTheComponentAtFault(t *testing.T) {
 		{"trigger with input", `{"name": "w", "components": [` + trig + `, {"id": "u", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
 			"edges": [{"from": "u", "to": "a"}, {"from": "a", "to": "t"}]}`, `(component "t")`},
 		{"attempts", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "attempts": 4}]}`, "attempts"},
+		{"retry attempts", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "retry": {"attempts": 11}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").retry.attempts`},
+		{"retry coefficient", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "retry": {"attempts": 3, "backoffCoefficient": 11}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").retry.backoffCoefficient`},
+		{"retry interval", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "retry": {"attempts": 3, "initialIntervalMs": 50}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").retry.initialIntervalMs`},
+		{"retry max interval", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "retry": {"attempts": 3, "initialIntervalMs": 500, "maxIntervalMs": 400}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").retry.maxIntervalMs`},
+		{"attempts beside retry", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "attempts": 2, "retry": {"attempts": 5}}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").attempts`},
+		{"ten attempts without retry", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "attempts": 10}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").attempts`},
+		{"retry on a trigger", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "retry": {"attempts": 2}}]}`, `components[0] (component "t").retry`},
+		{"attempt timeout too short", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "timeoutMs": 99}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").timeoutMs`},
+		{"attempt timeout too long", `{"name": "w", "components": [` + trig + `, {"id": "a", "module": "core.echo", "timeoutMs": 3600001}], "edges": [{"from": "t", "to": "a"}]}`, `components[1] (component "a").timeoutMs`},
+		{"attempt timeout on a trigger", `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED", "timeoutMs": 1000}]}`, `components[0] (component "t").timeoutMs`},
+		{"run timeout", `{"name": "w", "timeoutMs": 50, "components": [` + trig + `]}`, "timeoutMs"},
 		{"duplicate id", `{"name": "w", "components": [` + trig + `, ` + trig + `]}`, "components[1].id"},
 	}
 	for _, c := range cases {
@@ -214,5 +225,30 @@ func TestComponentUpdateTextMustBeStorable(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != field {
 			t.Errorf("patch of %s: %v, want a validation error on %s", field, err, field)
 		}
+	}
+}
+
+func TestRetryPolicyNormalized(t *testing.T) {
+	d := parse(t, `{"name": "w", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "a", "module": "core.echo", "retry": {"attempts": 8, "nonRetryableErrors": ["bad_input"]}},
+		{"id": "b", "module": "core.echo", "attempts": 3, "retry": {"initialIntervalMs": 100}},
+		{"id": "c", "module": "core.echo", "attempts": 2}],
+		"edges": [{"from": "t", "to": "a"}, {"from": "t", "to": "b"}, {"from": "t", "to": "c"}]}`)
+	if err := d.Validate(checkModules); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := d.Components[1], d.Components[2], d.Components[3]
+	if a.Attempts != 8 || a.Retry.Attempts != 8 || a.Retry.InitialIntervalMs != 1000 || a.Retry.BackoffCoefficient != 2 {
+		t.Fatalf("retry alone: attempts %d, policy %+v", a.Attempts, a.Retry)
+	}
+	if b.Attempts != 3 || b.Retry.Attempts != 3 || b.Retry.InitialIntervalMs != 100 {
+		t.Fatalf("attempts beside a policy without its own: attempts %d, policy %+v", b.Attempts, b.Retry)
+	}
+	if c.Attempts != 2 || c.Retry != nil {
+		t.Fatalf("attempts alone must stay as they were: %+v", c)
+	}
+	out, _ := json.Marshal(c)
+	if strings.Contains(string(out), "retry") {
+		t.Fatalf("a component without a policy shows none: %s", out)
 	}
 }

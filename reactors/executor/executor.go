@@ -279,8 +279,33 @@ func (e *Executor) dispatch(ctx, runCtx context.Context, w work) {
 		defer e.wg.Done()
 		e.metrics.queued.Dec()
 		st := e.process(ctx, runCtx, w)
-		e.release(w.id, st)
+		if !e.retryLater(ctx, runCtx, w, st) {
+			e.release(w.id, st)
+		}
 	})
+}
+
+// retryLater hands the slot back while st waits for its retry, and dispatches the execution
+// again when the retry is due: a waiting retry holds no slot. The execution stays in flight
+// here meanwhile, so this process's sweep leaves it to the timer, and its waiters wait on.
+// The due time is in the log (ExecutionAttemptFailed.retryAt), so when this process stops
+// first, the sweep of any instance finds the retry once it is due. It reports false when st
+// does not wait for a retry.
+func (e *Executor) retryLater(ctx, runCtx context.Context, w work, st execution.State) bool {
+	if ctx.Err() != nil || !st.Exists || st.Status.Terminal() || st.RetryAt.IsZero() {
+		return false
+	}
+	time.AfterFunc(max(st.RetryAt.Sub(e.opts.Now()), 0), func() {
+		e.mu.Lock()
+		delete(e.inflight, w.id)
+		e.mu.Unlock()
+		if ctx.Err() != nil {
+			e.notify(w.id, st)
+			return
+		}
+		e.dispatch(ctx, runCtx, work{id: w.id, workspace: w.workspace, module: w.module})
+	})
+	return true
 }
 
 func (e *Executor) running(id string) bool {
@@ -307,9 +332,9 @@ func (e *Executor) notify(id string, st execution.State) {
 	}
 }
 
-// process runs w's attempts until it ends, its lease is lost, or the process stops claiming
-// (ctx ends; a retry then waits for a sweep of another instance). It returns the state last
-// recorded (zero when none was).
+// process runs w's attempts until it ends, its lease is lost, an attempt failed and waits
+// for its retry (retryLater), or the process stops claiming (ctx ends). It returns the state
+// last recorded (zero when none was).
 func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State {
 	log := e.log.WithField("executionId", w.id)
 	var st execution.State
@@ -329,10 +354,7 @@ func (e *Executor) process(ctx, runCtx context.Context, w work) execution.State 
 			st, err = e.attempt(runCtx, st)
 			continue
 		}
-		if st.RetryAt.IsZero() || !sleepUntil(ctx, e.opts.Now(), st.RetryAt) {
-			break
-		}
-		st, err = e.claim(ctx, w.id)
+		break
 	}
 	switch {
 	case err == nil, errors.Is(err, execution.ErrLeaseLost):
@@ -366,15 +388,4 @@ func (e *Executor) lease(st execution.State) time.Duration {
 func (e *Executor) backoff(attempt int) time.Duration {
 	d := e.opts.RetryBackoff << max(attempt-1, 0)
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-func sleepUntil(ctx context.Context, now, at time.Time) bool {
-	t := time.NewTimer(max(at.Sub(now), 0))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -87,7 +87,10 @@ func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	opts.SweepInterval, opts.SweepGrace, opts.RetryBackoff = 100*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond
+	opts.SweepInterval, opts.SweepGrace = 100*time.Millisecond, 200*time.Millisecond
+	if opts.RetryBackoff == 0 {
+		opts.RetryBackoff = 10 * time.Millisecond
+	}
 	opts.Logger = quietLog()
 	ex := executor.New(store, cmds, projections.NewQueries(env.Pool), reg, hub, opts)
 	stop := testenv.Go(t, ex.Run)
@@ -152,6 +155,30 @@ func TestFailingModuleUsesEveryAttempt(t *testing.T) {
 	}
 	if bal, _ := env.Cmds.Billing.Balance(context.Background(), ws); bal.Total() != billing.FromWhole(10) {
 		t.Fatalf("a failed execution must not be billed: balance %v", bal.Total())
+	}
+}
+
+// A failed attempt waiting for its retry gives its slot back: with one slot and a retry an
+// hour away, another call still runs.
+func TestWaitingRetryHoldsNoSlot(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 1, RetryBackoff: time.Hour})
+	failing, err := cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.fail",
+		Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the first attempt to fail and wait for its retry", func() bool {
+		st, err := cmds.Executions.Execution(context.Background(), failing.ID)
+		return err == nil && !st.RetryAt.IsZero()
+	})
+	echo := submit(t, cmds, ws, "core.echo", `{"n":1}`, 1)
+	if done := waitTerminal(t, cmds, echo.ID); done.Status != execution.StatusCompleted {
+		t.Fatalf("echo beside a waiting retry: %+v", done.Record())
+	}
+	if st, _ := cmds.Executions.Execution(context.Background(), failing.ID); st.Status.Terminal() || st.RetryAt.IsZero() {
+		t.Fatalf("the failing call should still wait for its retry: %s, retry at %v", st.Status, st.RetryAt)
 	}
 }
 

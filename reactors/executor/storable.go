@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -27,10 +28,12 @@ func (e *Executor) runModule(ctx context.Context, st execution.State, attempt in
 	if validated {
 		run = e.registry.RunValidated
 	}
-	out, err := run(ctx, st.Module, call)
+	attemptCtx, cancel := attemptDeadline(ctx, st)
+	defer cancel()
+	out, err := run(attemptCtx, st.Module, call)
 	if err != nil {
 		if f, ok := modules.AsFailure(err); ok {
-			return nil, storableFailure(f)
+			return nil, storableFailure(stageTimeout(f, st, attemptCtx, ctx))
 		}
 		return nil, err
 	}
@@ -38,6 +41,25 @@ func (e *Executor) runModule(ctx context.Context, st execution.State, attempt in
 		return nil, outputUnstorable("output", err)
 	}
 	return out, nil
+}
+
+// attemptDeadline bounds the attempt by the stage's timeoutMs (components[].timeoutMs), below
+// the module's own deadline, which the registry applies. A process that dies mid-attempt
+// leaves it to the lease, which covers the module's deadline and so this one.
+func attemptDeadline(ctx context.Context, st execution.State) (context.Context, context.CancelFunc) {
+	if st.TimeoutMs <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Duration(st.TimeoutMs)*time.Millisecond)
+}
+
+// stageTimeout names the stage's timeoutMs in a timeout failure that it, not the module's
+// own deadline, caused: the attempt's context ran out while the one outside it (parent) did not.
+func stageTimeout(f *modules.Failure, st execution.State, attempt, parent context.Context) *modules.Failure {
+	if f.Code != modules.CodeTimeout || st.TimeoutMs <= 0 || parent.Err() != nil || attempt.Err() == nil {
+		return f
+	}
+	return modules.Fail(modules.CodeTimeout, "the attempt did not finish within the stage's timeoutMs (%d ms)", st.TimeoutMs)
 }
 
 // storableFailure is f, or an output_unstorable failure when f's details cannot be stored.

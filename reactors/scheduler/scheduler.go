@@ -60,7 +60,9 @@ type Scheduler struct {
 	mu     sync.Mutex
 	queued map[string][]run.Fact // runs with something to do, and the facts to record
 	busy   map[string]bool
-	wg     sync.WaitGroup
+	// deadlines are the runs whose timeout timer is armed in this process (armDeadline).
+	deadlines map[string]bool
+	wg        sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -105,7 +107,8 @@ func (c Config) Validate() error {
 func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, cfg Config) *Scheduler {
 	cfg.setDefaults()
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
-		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{}}
+		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
+		deadlines: map[string]bool{}}
 }
 
 // Run schedules while it holds the lock, waiting for it again if it loses it, until ctx ends.
@@ -165,6 +168,9 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 	}
 	switch e := ev.(type) {
 	case run.Triggered:
+		if e.Definition.TimeoutMs > 0 {
+			s.armDeadline(ctx, e.RunID, e.At.Add(time.Duration(e.Definition.TimeoutMs)*time.Millisecond))
+		}
 		s.enqueue(ctx, e.RunID)
 	case execution.Started:
 		if e.RunID != "" {
@@ -180,6 +186,27 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactFailed, Attempt: e.Attempt, Error: e.Error, At: e.At})
 		}
 	}
+}
+
+// armDeadline steps the run when its timeout comes, so that it ends then (run_timeout) even
+// while no stage moves it. The deadline is the run's trigger time plus its definition's
+// timeoutMs, both in the log: a scheduler that takes over arms it again when its first sweep
+// reconciles the run, and every step at or after it ends the run, so none is missed.
+func (s *Scheduler) armDeadline(ctx context.Context, runID string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deadlines[runID] {
+		return
+	}
+	s.deadlines[runID] = true
+	time.AfterFunc(max(at.Sub(s.opts.Now()), 0), func() {
+		s.mu.Lock()
+		delete(s.deadlines, runID)
+		s.mu.Unlock()
+		if ctx.Err() == nil {
+			s.enqueue(ctx, runID)
+		}
+	})
 }
 
 // enqueue adds facts for a run and makes sure a worker steps it. Facts that arrive while a
@@ -295,6 +322,9 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 	st, err := s.cmds.Workflows.Run(ctx, runID)
 	if err != nil {
 		return err
+	}
+	if d := st.Deadline(); !d.IsZero() && !st.Status.Terminal() {
+		s.armDeadline(ctx, runID, d)
 	}
 	var facts []run.Fact
 	for _, stage := range st.Stages {

@@ -48,8 +48,15 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.
 func startScheduler(t testing.TB, env *testenv.Env) context.CancelFunc {
 	t.Helper()
+	return startSchedulerWithGrace(t, env, 200*time.Millisecond)
+}
+
+// startSchedulerWithGrace is startScheduler whose sweep leaves runs alone until they have been
+// still for grace.
+func startSchedulerWithGrace(t testing.TB, env *testenv.Env, grace time.Duration) context.CancelFunc {
+	t.Helper()
 	s := scheduler.New(env.Store, commands.New(env.Store), projections.NewQueries(env.Pool), scheduler.Config{Logger: quietLog(),
-		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
+		SweepInterval: 100 * time.Millisecond, SweepGrace: grace,
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)
 		}})
@@ -192,6 +199,43 @@ func TestFailingStageFailsTheRunAfterItsAttempts(t *testing.T) {
 	bad := d.RunStages[1]
 	if bad.Status != run.StageStatusFailed || bad.ExecutionAttempt != 3 || !strings.Contains(string(bad.Error), "boom") {
 		t.Fatalf("failed stage %+v error %s", bad, bad.Error)
+	}
+}
+
+// A run's timeoutMs ends it at its deadline while its stage still runs, by the scheduler's
+// timer: this scheduler's sweep would leave the run alone for an hour, and a step when the
+// stage completes would record the stage COMPLETED rather than cancelled.
+func TestRunTimesOutAtItsDeadlineWhileAStageRuns(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	startExecutor(t, env)
+	startSchedulerWithGrace(t, env, time.Hour)
+	// A run that completes shows the scheduler follows the log: one triggered before it did
+	// would wait for a sweep, which this one's grace puts off for an hour.
+	warm := create(t, env, ws, `{"name": "warm", "components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "a"}]}`)
+	testenv.Eventually(t, 60*time.Second, "the scheduler to follow the log", func() bool {
+		id := trigger(t, env, ws, warm, `{}`)
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if st, err := env.Cmds.Workflows.Run(context.Background(), id); err == nil && st.Status.Terminal() {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	})
+	wf := create(t, env, ws, `{"name": "deadline", "timeoutMs": 200, "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "slow", "module": "core.delay", "config": {"ms": 3000}}],
+	  "edges": [{"from": "t", "to": "slow"}]}`)
+	st := waitRun(t, env, trigger(t, env, ws, wf, `{}`))
+	d := st.Detail()
+	if d.Status != run.StatusFailed || !strings.Contains(string(d.Error), `run_timeout`) || len(d.RunStages) != 2 {
+		t.Fatalf("run %+v error %s", d, d.Error)
+	}
+	if slow := d.RunStages[1]; slow.Status != run.StageStatusFailed || !strings.Contains(string(slow.Error), `canceled`) {
+		t.Fatalf("the running stage must be cancelled at the deadline: %+v error %s", slow, slow.Error)
 	}
 }
 
