@@ -13,7 +13,8 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 )
 
-// SessionCookie is the cookie that holds a browser session's JWT.
+// SessionCookie is the cookie that holds a browser session's JWT on plain http; on https the
+// provider names it with the __Host- prefix (identity.Provider.SessionCookieName).
 const SessionCookie = "sy_session"
 
 // ErrInvalidToken is any reason a bearer token is refused (SPEC.md 7: 401).
