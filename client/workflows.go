@@ -37,7 +37,10 @@ type Run struct {
 	CancelReason      *string    `json:"cancelReason"`
 	TotalUsage        float64    `json:"totalUsage"`
 	// Error is JSON null unless the run FAILED.
-	Error     json.RawMessage `json:"error"`
+	Error json.RawMessage `json:"error"`
+	// Output is JSON null until the run COMPLETED; then the outputs of the workflow's
+	// components with no outgoing edge, keyed by component id.
+	Output    json.RawMessage `json:"output"`
 	CreatedAt time.Time       `json:"createdAt"`
 	UpdatedAt time.Time       `json:"updatedAt"`
 	RunStages []RunStage      `json:"runStages"`

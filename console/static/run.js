@@ -283,7 +283,16 @@
     renderNodes(d);
     renderSummary(d);
     renderTable(d);
+    renderOutput(d);
     page.setAttribute('data-refreshed', String(Date.now()));
+  }
+
+  // renderOutput shows the run's output once it completed (null before).
+  function renderOutput(d) {
+    var box = document.getElementById('run-output-box');
+    if (!box || d.status !== 'COMPLETED') return;
+    setText('run-output', JSON.stringify(d.output, null, 2));
+    box.hidden = false;
   }
 
   // Throttled refresh: one fetch in flight at a time, at most one per REFRESH_GAP_MS, and a

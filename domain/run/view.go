@@ -38,16 +38,18 @@ type Detail struct {
 	CancelReason      *string         `json:"cancelReason"`
 	TotalUsage        billing.Credits `json:"totalUsage"`
 	Error             json.RawMessage `json:"error"`
-	CreatedAt         time.Time       `json:"createdAt"`
-	UpdatedAt         time.Time       `json:"updatedAt"`
-	RunStages         []StageView     `json:"runStages"`
+	// Output is the run's output once COMPLETED (State.Output), null before.
+	Output    json.RawMessage `json:"output"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	RunStages []StageView     `json:"runStages"`
 }
 
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
 func (s *State) Detail() Detail {
 	d := Detail{ID: s.ID, WorkflowID: s.WorkflowID, Status: s.Status, PendingStageCount: s.Pending,
 		FailedStageCount: s.Failed, TotalUsage: s.TotalUsage, Error: nullable(s.Error), CreatedAt: s.CreatedAt,
-		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages))}
+		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages)), Output: s.Output()}
 	d.CancelRequestedAt, d.CancelReason = s.cancellation()
 	for i, st := range s.Stages {
 		d.RunStages[i] = st.View()
