@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,37 @@ func TestChildRunsBlackBox(t *testing.T) {
 		call := stageOf(t, m, "call")
 		if e, _ := call["error"].(map[string]any); m["status"] != "FAILED" || e["code"] != "cycle" {
 			t.Fatalf("self-running workflow: %s, stage %v", m["status"], call)
+		}
+	})
+
+	t.Run("the worked example of docs/workflows.md gives the outputs it shows", func(t *testing.T) {
+		doc, err := os.ReadFile("../../docs/workflows.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := map[string]string{}
+		for _, b := range regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+			for _, name := range []string{"Risk score", "Place order"} {
+				if strings.Contains(b[1], `"name": "`+name+`"`) {
+					blocks[name] = b[1]
+				}
+			}
+		}
+		if len(blocks) != 2 {
+			t.Fatalf("docs/workflows.md lacks the child run example: %v", blocks)
+		}
+		risk := svc.createWorkflow(t, ws, blocks["Risk score"])["id"].(string)
+		order := svc.createWorkflow(t, ws, strings.Replace(blocks["Place order"], "<the id of Risk score>", risk, 1))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, order, `{"total": 50}`), 30*time.Second, terminal)
+		out, _ := json.Marshal(m["output"])
+		stage := stageOf(t, m, "risk")
+		riskOut, _ := json.Marshal(stage["output"])
+		if m["status"] != "COMPLETED" || string(out) != `{"confirm":{"text":"Order accepted, risk 0.1"}}` || string(riskOut) != `{"score":{"result":0.1}}` {
+			t.Fatalf("order run %s, output %s, risk stage %s", m["status"], out, riskOut)
+		}
+		ch := pollRun(t, c, stage["childRunId"].(string), 30*time.Second, terminal)
+		if ch["parentRunId"] != m["id"] || ch["parentStageId"] != stage["id"] || ch["totalUsage"] != 1.5 || m["totalUsage"] != stageOf(t, m, "confirm")["creditUsage"] || stage["creditUsage"] != float64(0) {
+			t.Fatalf("child %v; parent usage %v", ch, m["totalUsage"])
 		}
 	})
 }
