@@ -245,6 +245,14 @@
       var code = document.createElement('code');
       code.textContent = s.referenceId;
       name.appendChild(code);
+      if (s.childRunId) {
+        name.appendChild(document.createTextNode(' '));
+        var child = document.createElement('a');
+        child.className = 'child-run';
+        child.href = '/dashboard/runs/' + encodeURIComponent(s.childRunId);
+        child.textContent = 'child run';
+        name.appendChild(child);
+      }
       var mc = document.createElement('code');
       mc.textContent = s.module;
       cell(tr, '', 'Module').appendChild(mc);
