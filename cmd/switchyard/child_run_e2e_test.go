@@ -126,6 +126,29 @@ func TestChildRunsBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("a child six deep fails with nesting_too_deep, and each parent with child_run_failed", func(t *testing.T) {
+		next := svc.createWorkflow(t, ws, `{"name": "depth 6", "components": [{"id": "t", "module": "ON_API_CALLED"}]}`)["id"].(string)
+		for depth := 5; depth >= 0; depth-- {
+			next = svc.createWorkflow(t, ws, childParentDef(fmt.Sprintf("depth %d", depth), next))["id"].(string)
+		}
+		m := pollRun(t, c, c.trigger(t, next, `{"x": 1}`), 30*time.Second, terminal)
+		for depth := 0; ; depth++ {
+			call := stageOf(t, m, "call")
+			e, _ := call["error"].(map[string]any)
+			if depth == 5 {
+				if m["status"] != "FAILED" || e["code"] != "nesting_too_deep" || call["childRunId"] == nil {
+					t.Fatalf("the run at depth 5: %s, stage %v", m["status"], call)
+				}
+				mustStatus(t, c.do(http.MethodGet, "/v1/sdk/workflows/executions/"+call["childRunId"].(string), nil), http.StatusNotFound, "the child that never started")
+				break
+			}
+			if m["status"] != "FAILED" || e["code"] != "child_run_failed" {
+				t.Fatalf("the run at depth %d: %s, stage %v", depth, m["status"], call)
+			}
+			m = pollRun(t, c, call["childRunId"].(string), 30*time.Second, terminal)
+		}
+	})
+
 	t.Run("the worked example of docs/workflows.md gives the outputs it shows", func(t *testing.T) {
 		doc, err := os.ReadFile("../../docs/workflows.md")
 		if err != nil {
