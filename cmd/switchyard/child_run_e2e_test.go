@@ -180,3 +180,47 @@ func TestChildRunsBlackBox(t *testing.T) {
 		}
 	})
 }
+
+// A serve process killed with SIGKILL while a child run runs: after the restart the child
+// finishes once, the parent completes with its output, one child was started, and billing
+// audit is clean.
+func TestSIGKILLDuringAChildRun(t *testing.T) {
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	c := svc.caller(t, svc.key)
+	ws := svc.key.WorkspaceID
+	child := svc.createWorkflow(t, ws, `{"name": "slow child", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "wait", "module": "core.delay", "config": {"ms": 1500}},
+		{"id": "echo", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "wait"}, {"from": "wait", "to": "echo"}]}`)["id"].(string)
+	id := c.trigger(t, svc.createWorkflow(t, ws, childParentDef("parent killed", child))["id"].(string), `{"x": 7}`)
+	m := pollRun(t, c, id, 30*time.Second, func(m map[string]any) bool {
+		return len(stages(m)) > 1 && stageOf(t, m, "call")["status"] == "RUNNING"
+	})
+	childID := stageOf(t, m, "call")["childRunId"].(string)
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+
+	m = pollRun(t, c, id, 60*time.Second, terminal)
+	if out, _ := json.Marshal(m["output"]); m["status"] != "COMPLETED" || string(out) != `{"after":{"echo":{"n":7}}}` {
+		t.Fatalf("parent after the crash: %s, output %s", m["status"], out)
+	}
+	ch := pollRun(t, c, childID, 30*time.Second, terminal)
+	if n := eventCount(t, svc.cli, "run-"+childID, "RunTriggered"); n != 1 || ch["status"] != "COMPLETED" {
+		t.Fatalf("child %s triggered %d times", ch["status"], n)
+	}
+	for _, comp := range []string{"wait", "echo"} {
+		exec := stageOf(t, ch, comp)["executionEventId"].(string)
+		if n := eventCount(t, svc.cli, "execution-"+exec, "ExecutionCompleted"); n != 1 {
+			t.Fatalf("child stage %s completed %d times", comp, n)
+		}
+	}
+	restarted.stop(t, 30*time.Second)
+	if total := auditTotal(t, svc.cli, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
+		t.Fatalf("balance %v, want 997", total)
+	}
+}
