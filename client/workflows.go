@@ -37,10 +37,17 @@ type Run struct {
 	CancelReason      *string    `json:"cancelReason"`
 	TotalUsage        float64    `json:"totalUsage"`
 	// Error is JSON null unless the run FAILED.
-	Error     json.RawMessage `json:"error"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-	RunStages []RunStage      `json:"runStages"`
+	Error json.RawMessage `json:"error"`
+	// Output is JSON null until the run COMPLETED; then the outputs of the workflow's
+	// components with no outgoing edge, keyed by component id.
+	Output json.RawMessage `json:"output"`
+	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
+	// nil for a run triggered through the API.
+	ParentRunID   *string    `json:"parentRunId"`
+	ParentStageID *string    `json:"parentStageId"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+	RunStages     []RunStage `json:"runStages"`
 }
 
 // Terminal reports whether the run has ended.
@@ -68,8 +75,10 @@ type RunStage struct {
 	ParentStageID *string `json:"parentStageId"`
 	// Skipped is true for a stage none of whose incoming edges was taken (an edge's `when`
 	// was false): it completed without running, with output null and creditUsage 0.
-	Skipped   bool      `json:"skipped,omitempty"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Skipped bool `json:"skipped,omitempty"`
+	// ChildRunID is the run a RUN_WORKFLOW stage started.
+	ChildRunID *string   `json:"childRunId,omitempty"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // RunEvent is a run stream event (SPEC.md 2.6).

@@ -130,6 +130,9 @@ func (h *Workflows) StepRun(ctx context.Context, id string, facts []run.Fact) (r
 // SubmitStage submits the execution of a dispatched module stage. It is idempotent: the
 // execution's id is derived from the stage, and one that exists already is left alone.
 func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage) error {
+	if st.ChildRunID != "" {
+		return startChild(ctx, h, r, st)
+	}
 	comp := r.Component(st)
 	cost := int64(0)
 	if m, ok := h.modules.Get(comp.Module); ok {

@@ -76,6 +76,9 @@ func (h *Workflows) CreateWorkflow(ctx context.Context, c CreateWorkflow) (workf
 	if err != nil {
 		return workflow.State{}, err
 	}
+	if err := checkChildWorkflows(ctx, h, c.WorkspaceID, d); err != nil {
+		return workflow.State{}, err
+	}
 	id := uuid.NewString()
 	if err := h.reserveWorkflowName(ctx, c.WorkspaceID, d.Name, id); err != nil {
 		return workflow.State{}, err
@@ -131,6 +134,9 @@ func (h *Workflows) UpdateWorkflow(ctx context.Context, workspaceID, id string, 
 	if err != nil {
 		return workflow.State{}, err
 	}
+	if err := checkChildWorkflows(ctx, h, workspaceID, d); err != nil {
+		return workflow.State{}, err
+	}
 	if workflow.NormalizeName(d.Name) != workflow.NormalizeName(cur.Definition.Name) {
 		if err := h.reserveWorkflowName(ctx, workspaceID, d.Name, id); err != nil {
 			return workflow.State{}, err
@@ -147,6 +153,9 @@ func (h *Workflows) UpdateComponent(ctx context.Context, workspaceID, id, compon
 		events, err := workflow.DecideUpdateComponent(s, componentID, p, h.checkModule, h.now())
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil, fmt.Errorf("component %q of workflow %s: %w", componentID, id, err)
+		}
+		if err == nil {
+			err = checkChildComponent(ctx, h, s, events)
 		}
 		return events, err
 	})

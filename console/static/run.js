@@ -245,6 +245,14 @@
       var code = document.createElement('code');
       code.textContent = s.referenceId;
       name.appendChild(code);
+      if (s.childRunId) {
+        name.appendChild(document.createTextNode(' '));
+        var child = document.createElement('a');
+        child.className = 'child-run';
+        child.href = '/dashboard/runs/' + encodeURIComponent(s.childRunId);
+        child.textContent = 'child run';
+        name.appendChild(child);
+      }
       var mc = document.createElement('code');
       mc.textContent = s.module;
       cell(tr, '', 'Module').appendChild(mc);
@@ -283,7 +291,16 @@
     renderNodes(d);
     renderSummary(d);
     renderTable(d);
+    renderOutput(d);
     page.setAttribute('data-refreshed', String(Date.now()));
+  }
+
+  // renderOutput shows the run's output once it completed (null before).
+  function renderOutput(d) {
+    var box = document.getElementById('run-output-box');
+    if (!box || d.status !== 'COMPLETED') return;
+    setText('run-output', JSON.stringify(d.output, null, 2));
+    box.hidden = false;
   }
 
   // Throttled refresh: one fetch in flight at a time, at most one per REFRESH_GAP_MS, and a

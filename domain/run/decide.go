@@ -93,6 +93,9 @@ type Fact struct {
 	Error       json.RawMessage
 	Usage       billing.Credits
 	At          time.Time
+	// StageID names the RUN_WORKFLOW stage a fact about a child run is for (ExecutionID is
+	// empty then).
+	StageID string
 }
 
 // Step records facts and then advances the run as far as it can go: it returns the events of
@@ -122,7 +125,7 @@ func Step(s State, facts []Fact, when Condition, now time.Time) ([]domain.Event,
 		events = append(events, e)
 		if d, ok := e.(StagesDispatched); ok {
 			for _, st := range d.Stages {
-				if st.ExecutionID != "" {
+				if st.ExecutionID != "" || st.ChildRunID != "" {
 					got, _ := c.Stage(st.StageID)
 					dispatched = append(dispatched, got)
 				}
@@ -133,7 +136,7 @@ func Step(s State, facts []Fact, when Condition, now time.Time) ([]domain.Event,
 }
 
 func (s *State) record(f Fact, when Condition) domain.Event {
-	st, ok := s.StageOfExecution(f.ExecutionID)
+	st, ok := s.stageOfFact(f)
 	if !ok || st.Status.Terminal() {
 		return nil
 	}
@@ -316,6 +319,9 @@ func (s *State) dispatchOf(component string, it int, fe Stage) Dispatch {
 	}
 	if !s.graph.Components[component].Control() {
 		d.ExecutionID = ExecutionID(d.StageID)
+	}
+	if s.graph.Components[component].Module == workflow.ModuleRunWorkflow {
+		d.ChildRunID = ChildRunID(s.ID, d.StageID, 1)
 	}
 	return d
 }

@@ -77,7 +77,12 @@ type Triggered struct {
 	// Conditions holds what the `when` of each conditional edge out of the trigger gave, by
 	// downstream component (Condition).
 	Conditions map[string]bool `json:"conditions,omitempty"`
-	At         time.Time       `json:"at"`
+	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
+	// Chain is the workflow ids of its ancestors, root first (CheckChild reads it).
+	ParentRunID   string    `json:"parentRunId,omitempty"`
+	ParentStageID string    `json:"parentStageId,omitempty"`
+	Chain         []string  `json:"chain,omitempty"`
+	At            time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -95,6 +100,8 @@ type Dispatch struct {
 	// Skipped marks a stage none of whose incoming edges was taken: it is COMPLETED at once,
 	// with output null and no usage, and nothing runs.
 	Skipped bool `json:"skipped,omitempty"`
+	// ChildRunID is the run a RUN_WORKFLOW stage starts (ChildRunID).
+	ChildRunID string `json:"childRunId,omitempty"`
 }
 
 // StagesDispatched records stages whose upstream completed. A module stage's execution is

@@ -25,6 +25,8 @@ type Stage struct {
 	ExecutionID   string
 	// Skipped: none of the stage's incoming edges was taken, so it completed without running.
 	Skipped bool
+	// ChildRunID is the run a RUN_WORKFLOW stage starts.
+	ChildRunID string
 	// Conditions is what the `when` of the stage's conditional outgoing edges gave, by
 	// downstream component; shared between copies of the state, never changed once set.
 	Conditions   map[string]bool
@@ -60,8 +62,12 @@ type State struct {
 	TriggerID   string
 	Definition  workflow.Definition
 	Input       json.RawMessage
-	Status      Status
-	Error       json.RawMessage
+	// ParentRunID, ParentStageID and Chain place a child run (Triggered).
+	ParentRunID   string
+	ParentStageID string
+	Chain         []string
+	Status        Status
+	Error         json.RawMessage
 
 	Stages       []Stage
 	Pending      int
@@ -178,6 +184,7 @@ func (s State) start(ev Triggered) State {
 	s = State{Exists: true, ID: ev.RunID, WorkflowID: ev.WorkflowID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 		TriggerID: ev.TriggerID, Definition: ev.Definition, Input: ev.Input, Status: StatusCreated, CreatedAt: ev.At,
 		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
+	s.ParentRunID, s.ParentStageID, s.Chain = ev.ParentRunID, ev.ParentStageID, ev.Chain
 	s.graph = ev.Definition.Graph()
 	s.scope = s.graph.Reachable(ev.TriggerID)
 	s.body, s.bodySize = map[string]string{}, map[string]int{}
@@ -201,7 +208,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 	}
 	c := s.graph.Components[d.ComponentID]
 	st := Stage{ID: d.StageID, ComponentID: c.ID, Name: c.Name, Module: c.Module, Iteration: d.Iteration,
-		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, Skipped: d.Skipped,
+		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, Skipped: d.Skipped, ChildRunID: d.ChildRunID,
 		DispatchedAt: at, Attempt: 1, UpdatedAt: at}
 	s.byID[st.ID] = len(s.Stages)
 	s.byKey[stageKey{c.ID, d.Iteration}] = len(s.Stages)

@@ -23,8 +23,10 @@ type StageView struct {
 	ExecutionDispatchedAt *time.Time      `json:"executionDispatchedAt"`
 	ExecutionAttempt      int             `json:"executionAttempt"`
 	// Skipped: none of the stage's incoming edges was taken; it completed without running.
-	Skipped   bool      `json:"skipped"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Skipped bool `json:"skipped"`
+	// ChildRunID is the run a RUN_WORKFLOW stage started; null for other stages.
+	ChildRunID *string   `json:"childRunId"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // Detail is the workflow run detail of SPEC.md 2.4.
@@ -38,17 +40,27 @@ type Detail struct {
 	CancelReason      *string         `json:"cancelReason"`
 	TotalUsage        billing.Credits `json:"totalUsage"`
 	Error             json.RawMessage `json:"error"`
-	CreatedAt         time.Time       `json:"createdAt"`
-	UpdatedAt         time.Time       `json:"updatedAt"`
-	RunStages         []StageView     `json:"runStages"`
+	// Output is the run's output once COMPLETED (State.Output), null before.
+	Output json.RawMessage `json:"output"`
+	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
+	// null for a run triggered through the API.
+	ParentRunID   *string     `json:"parentRunId"`
+	ParentStageID *string     `json:"parentStageId"`
+	CreatedAt     time.Time   `json:"createdAt"`
+	UpdatedAt     time.Time   `json:"updatedAt"`
+	RunStages     []StageView `json:"runStages"`
 }
 
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
 func (s *State) Detail() Detail {
 	d := Detail{ID: s.ID, WorkflowID: s.WorkflowID, Status: s.Status, PendingStageCount: s.Pending,
 		FailedStageCount: s.Failed, TotalUsage: s.TotalUsage, Error: nullable(s.Error), CreatedAt: s.CreatedAt,
-		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages))}
+		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages)), Output: s.Output()}
 	d.CancelRequestedAt, d.CancelReason = s.cancellation()
+	if s.ParentRunID != "" {
+		parent, stage := s.ParentRunID, s.ParentStageID
+		d.ParentRunID, d.ParentStageID = &parent, &stage
+	}
 	for i, st := range s.Stages {
 		d.RunStages[i] = st.View()
 	}
@@ -74,6 +86,9 @@ func (st Stage) View() StageView {
 	if st.ParentStageID != "" {
 		p := st.ParentStageID
 		v.ParentStageID = &p
+	}
+	if st.ChildRunID != "" {
+		v.ChildRunID = &st.ChildRunID
 	}
 	if st.ExecutionID != "" {
 		id, at := st.ExecutionID, st.DispatchedAt

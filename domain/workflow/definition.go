@@ -76,7 +76,9 @@ type Component struct {
 }
 
 // Control reports whether the scheduler resolves the component itself.
-func (c Component) Control() bool { return c.Module == ModuleTrigger || c.Module == ModuleForEach }
+func (c Component) Control() bool {
+	return c.Module == ModuleTrigger || c.Module == ModuleForEach || c.Module == ModuleRunWorkflow
+}
 
 // Edge feeds From's output into To's input. Without a mapping an object output is merged into
 // the input at the top level (a non-object output lands under the upstream component's id);
@@ -287,6 +289,9 @@ func checkConfig(c Component, check ModuleCheck) error {
 		return nil
 	case ModuleForEach:
 		_, err := ParseForEach(c.Config)
+		return err
+	case ModuleRunWorkflow:
+		_, err := ParseRunWorkflow(c.Config)
 		return err
 	default:
 		return check(c.Module, c.Config)

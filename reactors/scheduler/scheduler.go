@@ -129,9 +129,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// filter selects what moves runs: triggers, and the execution events of stages.
+// filter selects what moves runs: triggers, the execution events of stages, and the ends of
+// runs (a child's end moves its parent; a parent's end cancels its children).
 var filter = eventstore.Filter{Types: []string{run.Triggered{}.EventType(), execution.Started{}.EventType(),
-	execution.Completed{}.EventType(), execution.Failed{}.EventType()}}
+	execution.Completed{}.EventType(), execution.Failed{}.EventType(), run.Finished{}.EventType()}}
 
 // lead schedules until ctx ends: the live feed first, then a sweep of every unfinished run,
 // so nothing that happened before this process took over is missed.
@@ -172,6 +173,11 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 			s.armDeadline(ctx, e.RunID, e.At.Add(time.Duration(e.Definition.TimeoutMs)*time.Millisecond))
 		}
 		s.enqueue(ctx, e.RunID)
+		if e.ParentRunID != "" {
+			s.background(ctx, func() { s.childStarted(ctx, e.RunID) })
+		}
+	case run.Finished:
+		s.background(ctx, func() { s.runEnded(ctx, e.RunID) })
 	case execution.Started:
 		if e.RunID != "" {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At})
@@ -326,8 +332,21 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 	if d := st.Deadline(); !d.IsZero() && !st.Status.Terminal() {
 		s.armDeadline(ctx, runID, d)
 	}
+	if st.ParentRunID != "" {
+		if _, err := s.cmds.Workflows.CancelOrphan(ctx, &st); err != nil {
+			return err
+		}
+	}
 	var facts []run.Fact
 	for _, stage := range st.Stages {
+		if stage.ChildRunID != "" && !stage.Status.Terminal() {
+			f, err := s.childFacts(ctx, &st, stage)
+			if err != nil {
+				return err
+			}
+			facts = append(facts, f...)
+			continue
+		}
 		if stage.Status.Terminal() || stage.ExecutionID == "" {
 			continue
 		}
