@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,8 +81,18 @@ func (s *SDKWorkflows) trigger(w http.ResponseWriter, r *http.Request) {
 		}
 		input = body
 	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdempotencyKey {
+		WriteError(w, http.StatusBadRequest, "Idempotency-Key: must be at most 255 characters")
+		return
+	}
+	sum := sha256.Sum256(body)
 	runs, err := s.Cmds.Workflows.TriggerWorkflow(r.Context(), commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID,
-		WorkflowID: id, APIKeyID: caller.KeyID, Input: input})
+		WorkflowID: id, APIKeyID: caller.KeyID, Input: input, IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:])})
+	if errors.Is(err, run.ErrTriggerKeyReused) {
+		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different workflow or request body")
+		return
+	}
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "workflow "+id+" not found")
 		return
