@@ -34,6 +34,10 @@ type TriggerWorkflow struct {
 	APIKeyID    string
 	// Input is the trigger's output: the request body, an object ({} when empty).
 	Input json.RawMessage
+	// IdempotencyKey, when set, maps every trigger of the workflow with the same key and
+	// BodyHash in 24 hours to the runs of the first (run_trigger_key.go).
+	IdempotencyKey string
+	BodyHash       string
 }
 
 // TriggeredRun is one entry of the trigger response.
@@ -45,6 +49,7 @@ type TriggeredRun struct {
 // TriggerWorkflow starts one run per ON_API_CALLED component, each with a copy of the
 // definition as it is now. The workspace's balance must cover one pass over the workflow's
 // module components (domain.ErrInsufficientCredits); each stage is charged as it completes.
+// A live Idempotency-Key answers the runs it is bound to, with no new run and no balance check.
 func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]TriggeredRun, error) {
 	if err := domain.CheckStorableJSON("body", c.Input); err != nil {
 		return nil, err // before any run is written: a refused input leaves nothing behind
@@ -53,22 +58,47 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if err != nil {
 		return nil, err
 	}
+	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
+		return h.startRuns(ctx, c, wf, bound, err)
+	}
 	if err := h.checkBalance(ctx, c.WorkspaceID, h.passCost(wf.Definition)); err != nil {
 		return nil, err
 	}
-	out := []TriggeredRun{}
-	for _, comp := range wf.Definition.Components {
-		if comp.Module != workflow.ModuleTrigger {
-			continue
+	planned := plannedRuns(wf.Definition)
+	if c.IdempotencyKey != "" {
+		planned, err = h.bindTriggerKey(ctx, c, planned)
+	}
+	return h.startRuns(ctx, c, wf, planned, err)
+}
+
+// plannedRuns gives each ON_API_CALLED component of d a new run.
+func plannedRuns(d workflow.Definition) []run.KeyedRun {
+	var out []run.KeyedRun
+	for _, comp := range d.Components {
+		if comp.Module == workflow.ModuleTrigger {
+			id := uuid.NewString()
+			out = append(out, run.KeyedRun{RunID: id, JobID: run.StageID(id, comp.ID, run.NoIteration), TriggerID: comp.ID})
 		}
-		id := uuid.NewString()
-		st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
-			return run.DecideTrigger(s, id, c.WorkspaceID, wf.ID, c.APIKeyID, comp.ID, wf.Definition, c.Input, edgeCondition(ctx), h.now())
+	}
+	return out
+}
+
+// startRuns appends the trigger of each run that does not exist yet: a run a keyed trigger
+// bound but did not start (it stopped between the two) is started by the next one.
+func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflow.State, runs []run.KeyedRun, err error) ([]TriggeredRun, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := []TriggeredRun{}
+	for _, r := range runs {
+		comp := r.TriggerID
+		_, _, err := executeFold(ctx, h, RunStream(r.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
+			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, edgeCondition(ctx), h.now())
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 			return out, wrap("trigger workflow", err)
 		}
-		out = append(out, TriggeredRun{RunID: id, JobID: st.JobID()})
+		out = append(out, TriggeredRun{RunID: r.RunID, JobID: r.JobID})
 	}
 	return out, nil
 }

@@ -50,7 +50,7 @@ func (h *Workflows) prepareDefinition(d workflow.Definition) (workflow.Definitio
 	if err := d.ValidateConditions(checkCondition); err != nil {
 		return d, err
 	}
-	return d, nil
+	return h.sealNotify(d)
 }
 
 // checkCondition compiles an edge's condition; the message says what does not compile.

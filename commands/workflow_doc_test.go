@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // TestWorkflowDocExamplesAreValid keeps docs/workflows.md honest: every JSON definition in it
@@ -17,7 +18,12 @@ func TestWorkflowDocExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(nil)
+	key, _ := seal.GenerateKey()
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(nil, WithSealer(sealer)) // the notify example has a secret to seal
 	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
 	checked := 0
 	for _, b := range blocks {

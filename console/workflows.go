@@ -72,7 +72,7 @@ func (c *Console) workflow(q *request) {
 		}
 		status, _, errText = words(err, q.ws.Role)
 	}
-	if d.Definition, err = json.Marshal(wf.Definition); err != nil {
+	if d.Definition, err = json.Marshal(wf.Definition.WithoutSecrets()); err != nil {
 		c.fail(q, err)
 		return
 	}

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +41,7 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/executions/{runId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), Stream)).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/cancel", s.Auth.Route(1, http.HandlerFunc(s.cancel))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/executions/{runId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayNotify))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)
 }
@@ -79,8 +82,18 @@ func (s *SDKWorkflows) trigger(w http.ResponseWriter, r *http.Request) {
 		}
 		input = body
 	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdempotencyKey {
+		WriteError(w, http.StatusBadRequest, "Idempotency-Key: must be at most 255 characters")
+		return
+	}
+	sum := sha256.Sum256(body)
 	runs, err := s.Cmds.Workflows.TriggerWorkflow(r.Context(), commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID,
-		WorkflowID: id, APIKeyID: caller.KeyID, Input: input})
+		WorkflowID: id, APIKeyID: caller.KeyID, Input: input, IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:])})
+	if errors.Is(err, run.ErrTriggerKeyReused) {
+		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different workflow or request body")
+		return
+	}
 	if errors.Is(err, domain.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "workflow "+id+" not found")
 		return

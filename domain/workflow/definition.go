@@ -100,6 +100,8 @@ type Definition struct {
 	// TimeoutMs bounds a whole run (100 to 86 400 000; 0: none): a run still unfinished at
 	// its trigger time plus TimeoutMs fails with code run_timeout.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// Notify, when set, is told when each run ends (notify.go).
+	Notify *Notify `json:"notify,omitempty"`
 }
 
 // Bounds of a definition's timeoutMs.

@@ -285,6 +285,7 @@ type View struct {
 	Components  []Component `json:"components"`
 	Edges       []Edge      `json:"edges"`
 	TimeoutMs   int64       `json:"timeoutMs,omitempty"`
+	Notify      *NotifyView `json:"notify,omitempty"`
 	Version     int         `json:"version"`
 	CreatedAt   time.Time   `json:"createdAt"`
 	UpdatedAt   time.Time   `json:"updatedAt"`
@@ -293,5 +294,5 @@ type View struct {
 // View renders the workflow.
 func (s State) View() View {
 	return View{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Definition.Name, Description: s.Definition.Description,
-		Components: s.Definition.Components, Edges: s.Definition.Edges, TimeoutMs: s.Definition.TimeoutMs, Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Components: s.Definition.Components, Edges: s.Definition.Edges, TimeoutMs: s.Definition.TimeoutMs, Notify: s.Definition.Notify.View(), Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }

@@ -21,6 +21,7 @@ import (
 	_ "github.com/switchyard/switchyard/domain/execution"
 	_ "github.com/switchyard/switchyard/domain/mcptoken"
 	_ "github.com/switchyard/switchyard/domain/run"
+	_ "github.com/switchyard/switchyard/domain/runnotify"
 	_ "github.com/switchyard/switchyard/domain/session"
 	_ "github.com/switchyard/switchyard/domain/signingkey"
 	_ "github.com/switchyard/switchyard/domain/user"

@@ -63,12 +63,6 @@ const (
 	UserAgent = "Switchyard-Webhooks/1 (+https://github.com/switchyard/switchyard)"
 )
 
-// Associated data the callback secret and headers are sealed with (httpapi/sdk_submit.go).
-var (
-	aadSecret  = []byte("callbackSecret")
-	aadHeaders = []byte("callbackHeaders")
-)
-
 // Defaults of Config; docs/webhooks.md describes the schedule.
 const (
 	DefaultTimeout       = 10 * time.Second
@@ -211,6 +205,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("webhooks: %w", err)
 	}
+	runs, err := feed.Open(ctx, d.store, runFilter(), d.log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("webhooks: %w", err)
+	}
 	close(d.ready)
 	sweep := time.NewTicker(d.opts.SweepInterval)
 	defer sweep.Stop()
@@ -221,6 +222,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case ev, ok := <-terminals:
 			if ok && d.mayBeDue(ev) {
 				d.dispatch(ctx, strings.TrimPrefix(ev.Stream, execution.Category+"-"))
+			}
+		case ev, ok := <-runs:
+			if ok {
+				d.runEvent(ctx, ev)
 			}
 		case <-sweep.C:
 			d.sweep(ctx)
@@ -271,6 +276,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 	for _, id := range ids {
 		d.dispatch(ctx, id)
 	}
+	d.sweepRuns(ctx)
 }
 
 // dispatch delivers id's due attempt in a slot unless this process works on it already. It
@@ -299,6 +305,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, id string) {
 	go func() {
 		defer release()
 		defer func() { <-d.slots }()
+		if run, ok := strings.CutPrefix(id, runKey); ok {
+			d.processRun(ctx, run)
+			return
+		}
 		d.process(ctx, id)
 	}()
 }
@@ -367,15 +377,35 @@ func (d *Dispatcher) process(ctx context.Context, id string) {
 
 // send makes attempt's request and classifies the answer.
 func (d *Dispatcher) send(ctx context.Context, st execution.State, attempt int) execution.WebhookOutcome {
-	req, err := d.request(ctx, st, attempt)
+	body, err := json.Marshal(st.Record())
+	if err != nil {
+		return execution.WebhookOutcome{Error: errorJSON(0, "", "encode the record: "+err.Error()), Stop: true}
+	}
+	t := target{URL: st.Callback.URL, SealedSecret: st.Callback.SealedSecret, SealedHeaders: st.Callback.SealedHeaders,
+		Event: EventTerminal, DeliveryID: st.ID + ":" + strconv.Itoa(attempt), Field: "callback"}
+	log := d.log.WithField("executionId", st.ID).WithField("attempt", attempt)
+	return d.deliver(ctx, t, body, max(attempt-st.Delivery.RoundStart, 1), log)
+}
+
+// target is where one attempt goes and what names it: the URL, the sealed secret and headers
+// (opened with Field+"Secret" and Field+"Headers" as associated data), the x-event and the
+// x-delivery-id.
+type target struct {
+	URL, SealedSecret, SealedHeaders string
+	Event, DeliveryID, Field         string
+}
+
+// deliver posts body to t and classifies the answer; k is the attempt's place in its round.
+func (d *Dispatcher) deliver(ctx context.Context, t target, body []byte, k int, log logrus.FieldLogger) execution.WebhookOutcome {
+	req, err := d.request(ctx, t, body)
 	if err != nil {
 		return execution.WebhookOutcome{Error: errorJSON(0, "", err.Error()), Stop: true}
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		// The full error, with addresses, for operators only.
-		d.log.WithField("executionId", st.ID).WithField("attempt", attempt).WithError(err).Debug("webhook request failed")
-		return execution.WebhookOutcome{Error: networkError(err, d.opts.Timeout), RetryIn: d.backoff(st, attempt, 0)}
+		log.WithError(err).Debug("webhook request failed")
+		return execution.WebhookOutcome{Error: networkError(err, d.opts.Timeout), RetryIn: d.backoff(k, 0)}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseDrain))
 	resp.Body.Close()
@@ -393,33 +423,29 @@ func (d *Dispatcher) send(ctx context.Context, st execution.State, attempt int) 
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.opts.Now())
 	}
-	o.RetryIn = d.backoff(st, attempt, retryAfter)
+	o.RetryIn = d.backoff(k, retryAfter)
 	return o
 }
 
-// request builds attempt's POST: the record as the body, the SPEC.md 6.1 headers, the caller's
-// headers and the signature. Opened secrets live only in this request.
-func (d *Dispatcher) request(ctx context.Context, st execution.State, attempt int) (*http.Request, error) {
-	u, err := url.Parse(st.Callback.URL)
+// request builds the POST of body to t: the SPEC.md 6.1 headers, the caller's headers and the
+// signature. Opened secrets live only in this request.
+func (d *Dispatcher) request(ctx context.Context, t target, body []byte) (*http.Request, error) {
+	u, err := url.Parse(t.URL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, errors.New("the callbackUrl is not an absolute https URL")
-	}
-	body, err := json.Marshal(st.Record())
-	if err != nil {
-		return nil, fmt.Errorf("encode the record: %w", err)
+		return nil, fmt.Errorf("the %sUrl is not an absolute https URL", t.Field)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build the request: %w", err)
 	}
-	if st.Callback.SealedHeaders != "" {
-		plain, err := d.sealer.Open(st.Callback.SealedHeaders, aadHeaders)
+	if t.SealedHeaders != "" {
+		plain, err := d.sealer.Open(t.SealedHeaders, []byte(t.Field+"Headers"))
 		if err != nil {
-			return nil, errors.New("the callbackHeaders could not be opened (was the secret key rotated away?)")
+			return nil, fmt.Errorf("the %sHeaders could not be opened (was the secret key rotated away?)", t.Field)
 		}
 		var custom map[string]string
 		if err := json.Unmarshal(plain, &custom); err != nil {
-			return nil, errors.New("the callbackHeaders could not be decoded")
+			return nil, fmt.Errorf("the %sHeaders could not be decoded", t.Field)
 		}
 		for name, value := range custom {
 			req.Header.Set(name, value)
@@ -428,12 +454,12 @@ func (d *Dispatcher) request(ctx context.Context, st execution.State, attempt in
 	// The SPEC.md 6.1 headers go last so that nothing custom can replace them.
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set(HeaderDeliveryID, st.ID+":"+strconv.Itoa(attempt))
-	req.Header.Set(HeaderEvent, EventTerminal)
-	if st.Callback.Signed() {
-		secret, err := d.sealer.Open(st.Callback.SealedSecret, aadSecret)
+	req.Header.Set(HeaderDeliveryID, t.DeliveryID)
+	req.Header.Set(HeaderEvent, t.Event)
+	if t.SealedSecret != "" {
+		secret, err := d.sealer.Open(t.SealedSecret, []byte(t.Field+"Secret"))
 		if err != nil {
-			return nil, errors.New("the callbackSecret could not be opened (was the secret key rotated away?)")
+			return nil, fmt.Errorf("the %sSecret could not be opened (was the secret key rotated away?)", t.Field)
 		}
 		ts := d.opts.Now().UTC().Format(TimestampFormat)
 		req.Header.Set(HeaderSignatureVersion, SignatureVersion)
@@ -456,8 +482,7 @@ func Sign(secret []byte, timestamp string, body []byte) string {
 // backoff is the wait after a failed attempt: RetryBase·RetryFactor^(k-1) for the round's k-th
 // attempt, ±20% jitter so that a receiver's recovery is not met by every sender at once; a
 // Retry-After may lengthen it up to MaxRetryDelay, never shorten it.
-func (d *Dispatcher) backoff(st execution.State, attempt int, retryAfter time.Duration) time.Duration {
-	k := max(attempt-st.Delivery.RoundStart, 1)
+func (d *Dispatcher) backoff(k int, retryAfter time.Duration) time.Duration {
 	delay := d.opts.RetryBase
 	for i := 1; i < k && delay < d.opts.MaxRetryDelay; i++ {
 		delay *= time.Duration(d.opts.RetryFactor)
