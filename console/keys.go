@@ -1,7 +1,6 @@
 package console
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -41,22 +40,17 @@ type keyForm struct {
 	Expires   string
 }
 
-// mintedKey is what the one view of a new key shows, held sealed in a cookie between the
-// create and the page it redirects to.
+// mintedKey is what the one view of a new key shows.
 type mintedKey struct {
-	ID        string    `json:"id"`
-	APIKey    string    `json:"apiKey"`
-	APISecret string    `json:"apiSecret"`
-	Label     string    `json:"label"`
-	Until     time.Time `json:"until"`
+	ID        string `json:"id"`
+	APIKey    string `json:"apiKey"`
+	APISecret string `json:"apiSecret"`
+	Label     string `json:"label"`
 }
 
-// mintedCookie holds a new key's secret, sealed, from the create's redirect to the page that
-// shows it once; mintedFor is how long it waits to be shown.
-const (
-	mintedCookie = "sy_minted"
-	mintedFor    = 5 * time.Minute
-)
+// mintedKeys holds a new key's secret, sealed, from the create's redirect to the page that
+// shows it once.
+var mintedKeys = oneTimeView[mintedKey]{cookie: "sy_minted", page: "/api-keys", purpose: "console-minted-api-key", ttl: 5 * time.Minute}
 
 // apiKeys lists the workspace's API keys; owners and admins create them (post, redirect, then
 // the secret shown once) and revoke them (after a confirmation).
@@ -81,7 +75,7 @@ func (c *Console) apiKeys(q *request) {
 	created, revoked := query.Get("created"), query.Get("revoked")
 	switch {
 	case created != "":
-		if d.Minted = c.takeMinted(q, created); d.Minted != nil {
+		if d.Minted = mintedKeys.take(c, q, created); d.Minted != nil {
 			notice = "Key created. Copy the secret now: it is not shown again."
 		} else {
 			notice = "The key's secret was shown once and is not shown again. If it was not copied, revoke the key and create another."
@@ -112,25 +106,24 @@ func (c *Console) apiKeys(q *request) {
 // keyAction runs the form's create or revoke and redirects to the page that shows the result,
 // so reloading it repeats nothing. On failure it returns the form to show again.
 func (c *Console) keyAction(q *request) (keyForm, error) {
-	base := "/workspaces/" + url.PathEscape(q.ws.ID) + "/api-keys"
 	switch q.r.PostForm.Get("action") {
 	case "create":
 		f := keyForm{Label: q.r.PostForm.Get("label"), Workflows: q.r.PostForm["workflows"], Expires: q.r.PostForm.Get("expires")}
 		m, err := c.createKey(q, f)
 		if err == nil {
-			err = c.holdMinted(q, m)
+			err = mintedKeys.hold(c, q, m.ID, mintedKey{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: m.Label})
 		}
 		if err != nil {
 			return f, err
 		}
-		http.Redirect(q.w, q.r, base+"?created="+url.QueryEscape(m.ID), http.StatusSeeOther)
+		mintedKeys.redirect(q, url.Values{"created": {m.ID}})
 		return f, nil
 	case "revoke":
 		id := q.r.PostForm.Get("key_id")
 		if err := c.revokeKey(q, id); err != nil {
 			return keyForm{}, err
 		}
-		http.Redirect(q.w, q.r, base+"?revoked="+url.QueryEscape(id), http.StatusSeeOther)
+		mintedKeys.redirect(q, url.Values{"revoked": {id}})
 		return keyForm{}, nil
 	}
 	return keyForm{}, domain.Invalid("action", "must be create or revoke")
@@ -157,7 +150,7 @@ func (c *Console) keyRows(q *request, list []projections.APIKeyRow, created, rev
 	now := c.now()
 	out := make([]keyRow, len(list))
 	for i, k := range list {
-		out[i] = keyRow{APIKeyRow: k, State: keyState(k, now)}
+		out[i] = keyRow{APIKeyRow: k, State: credentialState(k.RevokedAt, k.ExpiresAt, now)}
 	}
 	return out
 }
@@ -167,11 +160,12 @@ func keyFromState(k apikey.State) projections.APIKeyRow {
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeReason: k.RevokeReason, CreatedAt: k.CreatedAt}
 }
 
-func keyState(k projections.APIKeyRow, now time.Time) string {
+// credentialState is active, expired or revoked: the state in words of an API key or MCP token.
+func credentialState(revokedAt, expiresAt *time.Time, now time.Time) string {
 	switch {
-	case k.RevokedAt != nil:
+	case revokedAt != nil:
 		return "revoked"
-	case k.ExpiresAt != nil && !k.ExpiresAt.After(now):
+	case expiresAt != nil && !expiresAt.After(now):
 		return "expired"
 	}
 	return "active"
@@ -188,7 +182,7 @@ func (c *Console) confirmRevoke(q *request, d *keysData, id string) error {
 		return err
 	}
 	row := keyRow{APIKeyRow: keyFromState(k)}
-	if row.State = keyState(row.APIKeyRow, c.now()); row.State != "active" {
+	if row.State = credentialState(row.RevokedAt, row.ExpiresAt, c.now()); row.State != "active" {
 		return nil // nothing to confirm: it works no more
 	}
 	active, err := c.q.ActiveAPIKeys(q.ctx(), q.ws.ID, c.now())
@@ -206,56 +200,6 @@ func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error
 		return commands.APIKeyMinted{}, err
 	}
 	return c.cmds.Workspaces.CreateAPIKey(q.acting(), cmd)
-}
-
-// mintedAAD binds the sealed secret to the person and workspace it was created for: another
-// person's or workspace's cookie does not open.
-func (c *Console) mintedAAD(q *request) []byte {
-	return []byte("console-minted-api-key\x00" + q.user.ID + "\x00" + q.ws.ID)
-}
-
-func (c *Console) mintedPath(q *request) string { return "/workspaces/" + q.ws.ID + "/api-keys" }
-
-// holdMinted keeps the new key's secret sealed in a short-lived cookie of the keys page, for
-// the one view after the redirect. The secret is in no event and on no server: when the
-// cookie is gone, so is the secret.
-func (c *Console) holdMinted(q *request, m commands.APIKeyMinted) error {
-	b, err := json.Marshal(mintedKey{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: m.Label, Until: c.now().Add(mintedFor)})
-	if err != nil {
-		return err
-	}
-	sealed, err := c.idp.Sealer().Seal(b, c.mintedAAD(q))
-	if err != nil {
-		return err
-	}
-	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: sealed, Path: c.mintedPath(q), MaxAge: int(mintedFor / time.Second),
-		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
-	return nil
-}
-
-// takeMinted returns the key just created with id from its cookie and deletes the cookie, so
-// the secret is shown once; nil when it was shown already, ran out or is another's.
-func (c *Console) takeMinted(q *request, id string) *mintedKey {
-	ck, err := q.r.Cookie(mintedCookie)
-	if err != nil {
-		return nil
-	}
-	b, err := c.idp.Sealer().Open(ck.Value, c.mintedAAD(q))
-	var m mintedKey
-	if err != nil || json.Unmarshal(b, &m) != nil || !c.now().Before(m.Until) {
-		c.dropMinted(q)
-		return nil
-	}
-	if m.ID != id {
-		return nil // another key's, created since: its own page shows it
-	}
-	c.dropMinted(q)
-	return &m
-}
-
-func (c *Console) dropMinted(q *request) {
-	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: "", Path: c.mintedPath(q), MaxAge: -1,
-		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
 }
 
 // parseExpiry reads an expiry date of a form (the start of that day, UTC); "" never expires.
