@@ -1,10 +1,8 @@
 package console
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +48,7 @@ type mintedKey struct {
 
 // mintedKeys holds a new key's secret, sealed, from the create's redirect to the page that
 // shows it once.
-var mintedKeys = oneTimeView[mintedKey]{cookie: "sy_minted", page: "/api-keys", purpose: "console-minted-api-key", ttl: 5 * time.Minute}
+var mintedKeys = oneTimeView[mintedKey]{cookie: "sy_minted", page: "/api-keys", purpose: "console-one-time-api-key", ttl: 5 * time.Minute}
 
 // apiKeys lists the workspace's API keys; owners and admins create them (post, redirect, then
 // the secret shown once) and revoke them (after a confirmation).
@@ -129,30 +127,37 @@ func (c *Console) keyAction(q *request) (keyForm, error) {
 	return keyForm{}, domain.Invalid("action", "must be create or revoke")
 }
 
-// keyRows is the page of keys with the key just created or revoked as its stream has it: the
-// read model may not have caught up with the change yet.
+// keyRows is the page of keys with the key just created or revoked as its stream has it.
 func (c *Console) keyRows(q *request, list []projections.APIKeyRow, created, revoked string) []keyRow {
-	for _, id := range []string{created, revoked} {
-		if id == "" {
-			continue
-		}
-		k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-		if err != nil || k.WorkspaceID != q.ws.ID {
-			continue
-		}
-		row := keyFromState(k)
-		if i := slices.IndexFunc(list, func(r projections.APIKeyRow) bool { return r.ID == k.ID }); i >= 0 {
-			list[i].RevokedAt, list[i].RevokeReason = row.RevokedAt, row.RevokeReason
-		} else if id == created {
-			list = append([]projections.APIKeyRow{row}, list...)
-		}
-	}
-	now := c.now()
-	out := make([]keyRow, len(list))
+	rows := make([]keyRow, len(list))
 	for i, k := range list {
-		out[i] = keyRow{APIKeyRow: k, State: credentialState(k.RevokedAt, k.ExpiresAt, now)}
+		rows[i] = keyRow{APIKeyRow: k}
 	}
-	return out
+	rows = withFresh(rows, created, revoked, func(id string) (keyRow, error) {
+		k, err := c.apiKey(q, id)
+		return keyRow{APIKeyRow: keyFromState(k)}, err
+	})
+	now := c.now()
+	for i, k := range rows {
+		rows[i].State = credentialState(k.RevokedAt, k.ExpiresAt, now)
+	}
+	return rows
+}
+
+func (r keyRow) rowID() string { return r.ID }
+
+func (r keyRow) revokedAs(fresh keyRow) keyRow {
+	r.RevokedAt, r.RevokeReason = fresh.RevokedAt, fresh.RevokeReason
+	return r
+}
+
+// apiKey reads key id of this workspace from its stream; another workspace's key is not found.
+func (c *Console) apiKey(q *request, id string) (apikey.State, error) {
+	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
+	if err == nil && k.WorkspaceID != q.ws.ID {
+		return apikey.State{}, domain.ErrNotFound
+	}
+	return k, err
 }
 
 func keyFromState(k apikey.State) projections.APIKeyRow {
@@ -174,10 +179,7 @@ func credentialState(revokedAt, expiresAt *time.Time, now time.Time) string {
 // confirmRevoke fills the confirmation of revoking key id, warning harder when it is the
 // workspace's last working key.
 func (c *Console) confirmRevoke(q *request, d *keysData, id string) error {
-	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && k.WorkspaceID != q.ws.ID) {
-		return domain.ErrNotFound
-	}
+	k, err := c.apiKey(q, id)
 	if err != nil {
 		return err
 	}
@@ -219,12 +221,8 @@ func parseExpiry(s string, now time.Time) (*time.Time, error) {
 
 // revokeKey revokes a key of this workspace; another workspace's key is not found.
 func (c *Console) revokeKey(q *request, id string) error {
-	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-	if err != nil {
+	if _, err := c.apiKey(q, id); err != nil {
 		return err
-	}
-	if k.WorkspaceID != q.ws.ID {
-		return domain.ErrNotFound
 	}
 	return c.cmds.Workspaces.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,29 +103,28 @@ func (c *Console) mcpAction(q *request) (string, error) {
 	return "", domain.Invalid("action", "must be mint or revoke")
 }
 
-// mcpRows is the page of tokens with the token just minted or revoked as its stream has it:
-// the read model may not have caught up with the change yet.
+// mcpRows is the page of tokens with the token just minted or revoked as its stream has it.
 func (c *Console) mcpRows(q *request, list []projections.MCPTokenRow, created, revoked string) []mcpRow {
-	for _, id := range []string{created, revoked} {
-		if id == "" {
-			continue
-		}
-		row, err := c.mcpToken(q, id)
-		if err != nil {
-			continue
-		}
-		if i := slices.IndexFunc(list, func(r projections.MCPTokenRow) bool { return r.ID == row.ID }); i >= 0 {
-			list[i].RevokedAt = row.RevokedAt
-		} else if id == created {
-			list = append([]projections.MCPTokenRow{row}, list...)
-		}
-	}
-	now := c.now()
-	out := make([]mcpRow, len(list))
+	rows := make([]mcpRow, len(list))
 	for i, t := range list {
-		out[i] = mcpRow{MCPTokenRow: t, State: credentialState(t.RevokedAt, t.ExpiresAt, now)}
+		rows[i] = mcpRow{MCPTokenRow: t}
 	}
-	return out
+	rows = withFresh(rows, created, revoked, func(id string) (mcpRow, error) {
+		t, err := c.mcpToken(q, id)
+		return mcpRow{MCPTokenRow: t}, err
+	})
+	now := c.now()
+	for i, t := range rows {
+		rows[i].State = credentialState(t.RevokedAt, t.ExpiresAt, now)
+	}
+	return rows
+}
+
+func (r mcpRow) rowID() string { return r.ID }
+
+func (r mcpRow) revokedAs(fresh mcpRow) mcpRow {
+	r.RevokedAt = fresh.RevokedAt
+	return r
 }
 
 // revokableMCP is the token id to confirm the revocation of; nil when it works no more.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -79,4 +80,32 @@ func (v oneTimeView[T]) take(c *Console, q *request, id string) *T {
 func (v oneTimeView[T]) set(c *Console, q *request, value string, maxAge int) {
 	http.SetCookie(q.w, &http.Cookie{Name: v.cookie, Value: value, Path: v.path(q), MaxAge: maxAge,
 		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
+}
+
+// listedCredential is a row of a list of keys or tokens.
+type listedCredential[R any] interface {
+	rowID() string
+	// revokedAs is the listed row with fresh's revocation.
+	revokedAs(fresh R) R
+}
+
+// withFresh is a page of list with the rows just created or revoked as their streams have
+// them, read by fresh: the read model may not have caught up with the change yet. A created
+// row not yet listed comes first; one that is not the workspace's (fresh fails) is left out.
+func withFresh[R listedCredential[R]](list []R, created, revoked string, fresh func(id string) (R, error)) []R {
+	for _, id := range []string{created, revoked} {
+		if id == "" {
+			continue
+		}
+		row, err := fresh(id)
+		if err != nil {
+			continue
+		}
+		if i := slices.IndexFunc(list, func(r R) bool { return r.rowID() == row.rowID() }); i >= 0 {
+			list[i] = list[i].revokedAs(row)
+		} else if id == created {
+			list = append([]R{row}, list...)
+		}
+	}
+	return list
 }
