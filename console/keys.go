@@ -114,14 +114,14 @@ func (c *Console) keyAction(q *request) (keyForm, error) {
 		if err != nil {
 			return f, err
 		}
-		mintedKeys.redirect(q, url.Values{"created": {m.ID}})
+		redirectTo(q, mintedKeys.page, url.Values{"created": {m.ID}})
 		return f, nil
 	case "revoke":
 		id := q.r.PostForm.Get("key_id")
 		if err := c.revokeKey(q, id); err != nil {
 			return keyForm{}, err
 		}
-		mintedKeys.redirect(q, url.Values{"revoked": {id}})
+		redirectTo(q, mintedKeys.page, url.Values{"revoked": {id}})
 		return keyForm{}, nil
 	}
 	return keyForm{}, domain.Invalid("action", "must be create or revoke")
@@ -163,17 +163,6 @@ func (c *Console) apiKey(q *request, id string) (apikey.State, error) {
 func keyFromState(k apikey.State) projections.APIKeyRow {
 	return projections.APIKeyRow{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, AllowedWorkflowIDs: k.AllowedWorkflowIDs,
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeReason: k.RevokeReason, CreatedAt: k.CreatedAt}
-}
-
-// credentialState is active, expired or revoked: the state in words of an API key or MCP token.
-func credentialState(revokedAt, expiresAt *time.Time, now time.Time) string {
-	switch {
-	case revokedAt != nil:
-		return "revoked"
-	case expiresAt != nil && !expiresAt.After(now):
-		return "expired"
-	}
-	return "active"
 }
 
 // confirmRevoke fills the confirmation of revoking key id, warning harder when it is the

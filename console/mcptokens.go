@@ -90,14 +90,14 @@ func (c *Console) mcpAction(q *request) (string, error) {
 		if err != nil {
 			return label, err
 		}
-		mintedTokens.redirect(q, url.Values{"created": {m.ID}})
+		redirectTo(q, mintedTokens.page, url.Values{"created": {m.ID}})
 		return "", nil
 	case "revoke":
 		id := q.r.PostForm.Get("token_id")
 		if err := c.cmds.Workspaces.RevokeMCPToken(q.acting(), q.ws.ID, id, "revoked from the console by "+q.user.Email); err != nil {
 			return "", err
 		}
-		mintedTokens.redirect(q, url.Values{"revoked": {id}})
+		redirectTo(q, mintedTokens.page, url.Values{"revoked": {id}})
 		return "", nil
 	}
 	return "", domain.Invalid("action", "must be mint or revoke")

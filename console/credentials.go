@@ -37,10 +37,10 @@ func (v oneTimeView[T]) aad(q *request) []byte {
 // path is the workspace page the value is shown on, the only path the cookie is sent to.
 func (v oneTimeView[T]) path(q *request) string { return "/workspaces/" + q.ws.ID + v.page }
 
-// redirect answers a form with the address of the workspace page, query q added, so
+// redirectTo answers a form with the address of the workspace's page, query added, so
 // reloading what it shows repeats nothing.
-func (v oneTimeView[T]) redirect(q *request, query url.Values) {
-	http.Redirect(q.w, q.r, "/workspaces/"+url.PathEscape(q.ws.ID)+v.page+"?"+query.Encode(), http.StatusSeeOther)
+func redirectTo(q *request, page string, query url.Values) {
+	http.Redirect(q.w, q.r, "/workspaces/"+url.PathEscape(q.ws.ID)+page+"?"+query.Encode(), http.StatusSeeOther)
 }
 
 // hold seals value, the one view of what id names, in the cookie for the redirect's page.
@@ -108,4 +108,15 @@ func withFresh[R listedCredential[R]](list []R, created, revoked string, fresh f
 		}
 	}
 	return list
+}
+
+// credentialState is active, expired or revoked: the state in words of an API key or MCP token.
+func credentialState(revokedAt, expiresAt *time.Time, now time.Time) string {
+	switch {
+	case revokedAt != nil:
+		return "revoked"
+	case expiresAt != nil && !expiresAt.After(now):
+		return "expired"
+	}
+	return "active"
 }
