@@ -179,6 +179,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	owner.shoot("api-key-revoked", &shot)
 
+	// An MCP token the same way: shown once, a reload mints no second, revoking asks first.
+	var token string
+	owner.run("create an MCP token",
+		chromedp.Navigate(s.srv.URL+ws+"/mcp-tokens"),
+		chromedp.WaitVisible(`#label`, chromedp.ByID),
+		chromedp.SendKeys(`#label`, "assistant", chromedp.ByID),
+		chromedp.Click(`button[value=mint]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#minted-token`, chromedp.ByID),
+		chromedp.Text(`#minted-token`, &token, chromedp.ByID),
+	)
+	var tokens int
+	owner.run("reload after the mint",
+		chromedp.Reload(),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+		chromedp.OuterHTML(`html`, &html, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#tokens tbody tr').length`, &tokens),
+	)
+	if len(strings.TrimSpace(token)) < 20 || strings.Contains(html, strings.TrimSpace(token)) || strings.Contains(html, `id="minted-token"`) || tokens != 1 {
+		t.Fatalf("the MCP token %q: the reloaded page shows it again or lists %d tokens, want 1", token, tokens)
+	}
+	owner.run("revoke the MCP token",
+		chromedp.Click(`#tokens a.danger`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-revoke`, chromedp.ByID),
+		chromedp.Click(`#confirm-revoke-button`, chromedp.ByID),
+		chromedp.WaitNotPresent(`#confirm-revoke`, chromedp.ByID),
+		chromedp.WaitVisible(`#notice`, chromedp.ByID),
+		chromedp.Text(`#tokens .token-state`, &state, chromedp.ByQuery),
+	)
+	if !strings.HasPrefix(strings.TrimSpace(state), "revoked") {
+		t.Fatalf("right after the revoke the MCP token says %q", state)
+	}
+
 	// The run page's stages open their own pages: input, output, error, attempts.
 	owner.run("open a stage of the run",
 		chromedp.Navigate(s.srv.URL+"/dashboard/runs/"+s.runID),

@@ -1,11 +1,8 @@
 package console
 
 import (
-	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,22 +38,17 @@ type keyForm struct {
 	Expires   string
 }
 
-// mintedKey is what the one view of a new key shows, held sealed in a cookie between the
-// create and the page it redirects to.
+// mintedKey is what the one view of a new key shows.
 type mintedKey struct {
-	ID        string    `json:"id"`
-	APIKey    string    `json:"apiKey"`
-	APISecret string    `json:"apiSecret"`
-	Label     string    `json:"label"`
-	Until     time.Time `json:"until"`
+	ID        string `json:"id"`
+	APIKey    string `json:"apiKey"`
+	APISecret string `json:"apiSecret"`
+	Label     string `json:"label"`
 }
 
-// mintedCookie holds a new key's secret, sealed, from the create's redirect to the page that
-// shows it once; mintedFor is how long it waits to be shown.
-const (
-	mintedCookie = "sy_minted"
-	mintedFor    = 5 * time.Minute
-)
+// mintedKeys holds a new key's secret, sealed, from the create's redirect to the page that
+// shows it once.
+var mintedKeys = oneTimeView[mintedKey]{cookie: "sy_minted", page: "/api-keys", purpose: "console-one-time-api-key", ttl: 5 * time.Minute}
 
 // apiKeys lists the workspace's API keys; owners and admins create them (post, redirect, then
 // the secret shown once) and revoke them (after a confirmation).
@@ -81,7 +73,7 @@ func (c *Console) apiKeys(q *request) {
 	created, revoked := query.Get("created"), query.Get("revoked")
 	switch {
 	case created != "":
-		if d.Minted = c.takeMinted(q, created); d.Minted != nil {
+		if d.Minted = mintedKeys.take(c, q, created); d.Minted != nil {
 			notice = "Key created. Copy the secret now: it is not shown again."
 		} else {
 			notice = "The key's secret was shown once and is not shown again. If it was not copied, revoke the key and create another."
@@ -112,54 +104,60 @@ func (c *Console) apiKeys(q *request) {
 // keyAction runs the form's create or revoke and redirects to the page that shows the result,
 // so reloading it repeats nothing. On failure it returns the form to show again.
 func (c *Console) keyAction(q *request) (keyForm, error) {
-	base := "/workspaces/" + url.PathEscape(q.ws.ID) + "/api-keys"
 	switch q.r.PostForm.Get("action") {
 	case "create":
 		f := keyForm{Label: q.r.PostForm.Get("label"), Workflows: q.r.PostForm["workflows"], Expires: q.r.PostForm.Get("expires")}
 		m, err := c.createKey(q, f)
 		if err == nil {
-			err = c.holdMinted(q, m)
+			err = mintedKeys.hold(c, q, m.ID, mintedKey{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: m.Label})
 		}
 		if err != nil {
 			return f, err
 		}
-		http.Redirect(q.w, q.r, base+"?created="+url.QueryEscape(m.ID), http.StatusSeeOther)
+		redirectTo(q, mintedKeys.page, url.Values{"created": {m.ID}})
 		return f, nil
 	case "revoke":
 		id := q.r.PostForm.Get("key_id")
 		if err := c.revokeKey(q, id); err != nil {
 			return keyForm{}, err
 		}
-		http.Redirect(q.w, q.r, base+"?revoked="+url.QueryEscape(id), http.StatusSeeOther)
+		redirectTo(q, mintedKeys.page, url.Values{"revoked": {id}})
 		return keyForm{}, nil
 	}
 	return keyForm{}, domain.Invalid("action", "must be create or revoke")
 }
 
-// keyRows is the page of keys with the key just created or revoked as its stream has it: the
-// read model may not have caught up with the change yet.
+// keyRows is the page of keys with the key just created or revoked as its stream has it.
 func (c *Console) keyRows(q *request, list []projections.APIKeyRow, created, revoked string) []keyRow {
-	for _, id := range []string{created, revoked} {
-		if id == "" {
-			continue
-		}
-		k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-		if err != nil || k.WorkspaceID != q.ws.ID {
-			continue
-		}
-		row := keyFromState(k)
-		if i := slices.IndexFunc(list, func(r projections.APIKeyRow) bool { return r.ID == k.ID }); i >= 0 {
-			list[i].RevokedAt, list[i].RevokeReason = row.RevokedAt, row.RevokeReason
-		} else if id == created {
-			list = append([]projections.APIKeyRow{row}, list...)
-		}
-	}
-	now := c.now()
-	out := make([]keyRow, len(list))
+	rows := make([]keyRow, len(list))
 	for i, k := range list {
-		out[i] = keyRow{APIKeyRow: k, State: keyState(k, now)}
+		rows[i] = keyRow{APIKeyRow: k}
 	}
-	return out
+	rows = withFresh(rows, created, revoked, func(id string) (keyRow, error) {
+		k, err := c.apiKey(q, id)
+		return keyRow{APIKeyRow: keyFromState(k)}, err
+	})
+	now := c.now()
+	for i, k := range rows {
+		rows[i].State = credentialState(k.RevokedAt, k.ExpiresAt, now)
+	}
+	return rows
+}
+
+func (r keyRow) rowID() string { return r.ID }
+
+func (r keyRow) revokedAs(fresh keyRow) keyRow {
+	r.RevokedAt, r.RevokeReason = fresh.RevokedAt, fresh.RevokeReason
+	return r
+}
+
+// apiKey reads key id of this workspace from its stream; another workspace's key is not found.
+func (c *Console) apiKey(q *request, id string) (apikey.State, error) {
+	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
+	if err == nil && k.WorkspaceID != q.ws.ID {
+		return apikey.State{}, domain.ErrNotFound
+	}
+	return k, err
 }
 
 func keyFromState(k apikey.State) projections.APIKeyRow {
@@ -167,28 +165,15 @@ func keyFromState(k apikey.State) projections.APIKeyRow {
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeReason: k.RevokeReason, CreatedAt: k.CreatedAt}
 }
 
-func keyState(k projections.APIKeyRow, now time.Time) string {
-	switch {
-	case k.RevokedAt != nil:
-		return "revoked"
-	case k.ExpiresAt != nil && !k.ExpiresAt.After(now):
-		return "expired"
-	}
-	return "active"
-}
-
 // confirmRevoke fills the confirmation of revoking key id, warning harder when it is the
 // workspace's last working key.
 func (c *Console) confirmRevoke(q *request, d *keysData, id string) error {
-	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && k.WorkspaceID != q.ws.ID) {
-		return domain.ErrNotFound
-	}
+	k, err := c.apiKey(q, id)
 	if err != nil {
 		return err
 	}
 	row := keyRow{APIKeyRow: keyFromState(k)}
-	if row.State = keyState(row.APIKeyRow, c.now()); row.State != "active" {
+	if row.State = credentialState(row.RevokedAt, row.ExpiresAt, c.now()); row.State != "active" {
 		return nil // nothing to confirm: it works no more
 	}
 	active, err := c.q.ActiveAPIKeys(q.ctx(), q.ws.ID, c.now())
@@ -208,56 +193,6 @@ func (c *Console) createKey(q *request, f keyForm) (commands.APIKeyMinted, error
 	return c.cmds.Workspaces.CreateAPIKey(q.acting(), cmd)
 }
 
-// mintedAAD binds the sealed secret to the person and workspace it was created for: another
-// person's or workspace's cookie does not open.
-func (c *Console) mintedAAD(q *request) []byte {
-	return []byte("console-minted-api-key\x00" + q.user.ID + "\x00" + q.ws.ID)
-}
-
-func (c *Console) mintedPath(q *request) string { return "/workspaces/" + q.ws.ID + "/api-keys" }
-
-// holdMinted keeps the new key's secret sealed in a short-lived cookie of the keys page, for
-// the one view after the redirect. The secret is in no event and on no server: when the
-// cookie is gone, so is the secret.
-func (c *Console) holdMinted(q *request, m commands.APIKeyMinted) error {
-	b, err := json.Marshal(mintedKey{ID: m.ID, APIKey: m.APIKey, APISecret: m.APISecret, Label: m.Label, Until: c.now().Add(mintedFor)})
-	if err != nil {
-		return err
-	}
-	sealed, err := c.idp.Sealer().Seal(b, c.mintedAAD(q))
-	if err != nil {
-		return err
-	}
-	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: sealed, Path: c.mintedPath(q), MaxAge: int(mintedFor / time.Second),
-		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
-	return nil
-}
-
-// takeMinted returns the key just created with id from its cookie and deletes the cookie, so
-// the secret is shown once; nil when it was shown already, ran out or is another's.
-func (c *Console) takeMinted(q *request, id string) *mintedKey {
-	ck, err := q.r.Cookie(mintedCookie)
-	if err != nil {
-		return nil
-	}
-	b, err := c.idp.Sealer().Open(ck.Value, c.mintedAAD(q))
-	var m mintedKey
-	if err != nil || json.Unmarshal(b, &m) != nil || !c.now().Before(m.Until) {
-		c.dropMinted(q)
-		return nil
-	}
-	if m.ID != id {
-		return nil // another key's, created since: its own page shows it
-	}
-	c.dropMinted(q)
-	return &m
-}
-
-func (c *Console) dropMinted(q *request) {
-	http.SetCookie(q.w, &http.Cookie{Name: mintedCookie, Value: "", Path: c.mintedPath(q), MaxAge: -1,
-		HttpOnly: true, Secure: c.idp.SecureCookies(), SameSite: http.SameSiteStrictMode})
-}
-
 // parseExpiry reads an expiry date of a form (the start of that day, UTC); "" never expires.
 func parseExpiry(s string, now time.Time) (*time.Time, error) {
 	if s == "" {
@@ -275,12 +210,8 @@ func parseExpiry(s string, now time.Time) (*time.Time, error) {
 
 // revokeKey revokes a key of this workspace; another workspace's key is not found.
 func (c *Console) revokeKey(q *request, id string) error {
-	k, err := c.cmds.Workspaces.APIKey(q.ctx(), id)
-	if err != nil {
+	if _, err := c.apiKey(q, id); err != nil {
 		return err
-	}
-	if k.WorkspaceID != q.ws.ID {
-		return domain.ErrNotFound
 	}
 	return c.cmds.Workspaces.RevokeAPIKeyWithReason(q.acting(), id, "revoked from the console by "+q.user.Email)
 }

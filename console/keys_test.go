@@ -29,7 +29,9 @@ func TestAPIKeySecretShownOnce(t *testing.T) {
 	if st != http.StatusOK || secret == nil || !strings.Contains(body, "Copy the secret now") {
 		t.Fatalf("the page after the create: %d\n%s", st, body)
 	}
-	// Reload: the same address again.
+	// Reload: the same address again, once the read model holds both keys (the count below is
+	// of keys minted, not of how far the projector has come).
+	s.env.CaughtUp(t, "apikeys")
 	st, body = s.get(t, owner, loc)
 	if st != http.StatusOK || strings.Contains(body, secret[1]) || strings.Contains(body, "minted-secret") ||
 		!strings.Contains(body, "shown once and is not shown again") {
