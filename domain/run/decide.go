@@ -163,6 +163,9 @@ func (s *State) advance(now time.Time) domain.Event {
 	if d := s.Deadline(); !d.IsZero() && !now.Before(d) {
 		return s.timedOut(now)
 	}
+	if e := s.failLoops(now); e != nil {
+		return e
+	}
 	if s.Failed > 0 || !s.CancelAt.IsZero() {
 		if s.Pending-s.openForEaches() > 0 {
 			return nil // let running stages finish, so their usage and failures are counted
@@ -233,7 +236,7 @@ func (s *State) settleForEaches(now time.Time) domain.Event {
 				fmt.Sprintf("%d items; a %s iterates over at most %d", len(fe.Items), workflow.ModuleForEach, workflow.MaxItems), st.ID)}
 		}
 		if fe.Done == len(fe.Items) {
-			out, _ := json.Marshal(map[string]int{"count": len(fe.Items)})
+			out := fe.output(len(fe.Items))
 			return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, At: now}
 		}
 	}
@@ -275,6 +278,9 @@ func (s *State) ready() []Dispatch {
 
 // readyIn lists the ready stages of iteration it of the FOR_EACH stage fe.
 func (s *State) readyIn(fe Stage, it int) []Dispatch {
+	if s.forEaches[fe.ID].stopped(it) {
+		return nil
+	}
 	var out []Dispatch
 	for _, id := range s.graph.Order {
 		if s.body[id] != fe.ComponentID {
@@ -292,6 +298,12 @@ func (s *State) readyIn(fe Stage, it int) []Dispatch {
 func (s *State) upstreamsDone(id string, it int, forEach string) bool {
 	for _, e := range s.graph.In[id] {
 		if !s.scope[e.From] || e.From == forEach {
+			continue
+		}
+		if s.gatherEdge(e) {
+			if !s.loopEnded(e.From) {
+				return false
+			}
 			continue
 		}
 		at := NoIteration
@@ -330,6 +342,9 @@ func (s *State) taken(e workflow.Edge, it int, forEach string) bool {
 	if e.From == forEach {
 		return true
 	}
+	if s.gatherEdge(e) {
+		return s.loopRan(e.From)
+	}
 	at := NoIteration
 	if s.body[e.From] != "" {
 		at = it
@@ -352,6 +367,10 @@ func (s *State) StageInput(st Stage) json.RawMessage {
 			continue
 		}
 		if !s.taken(e, st.Iteration, "") {
+			continue
+		}
+		if s.gatherEdge(e) {
+			ups = append(ups, workflow.Upstream{Edge: e, Output: s.gathered(e)})
 			continue
 		}
 		at := NoIteration

@@ -41,6 +41,8 @@ type forEach struct {
 	Started, Done int
 	// completed counts the completed body stages of each open iteration (admitted, not done).
 	completed map[int]int
+	// loop holds what a config.body gives the iterations (gather.go).
+	loop
 }
 
 type stageKey struct {
@@ -103,6 +105,7 @@ func (s *State) Clone() State {
 	for id, fe := range s.forEaches {
 		cp := *fe
 		cp.completed = maps.Clone(fe.completed)
+		cp.loop = fe.loop.clone()
 		c.forEaches[id] = &cp
 	}
 	return c
@@ -161,7 +164,7 @@ func (s *State) Apply(e domain.Event) {
 	case StageCompleted:
 		s.complete(ev)
 	case StageFailed:
-		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) {
+		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) && !s.iterationFailed(ev.StageID) {
 			s.Failed++
 		}
 	case CancelRequested:
@@ -215,6 +218,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 			}
 			fe.Started = d.Iteration + 1
 		}
+		s.bodyDispatched(d)
 	}
 	if c.Module == workflow.ModuleForEach && !d.Skipped {
 		st.Status = StageStatusRunning
@@ -228,16 +232,16 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 // leaves Items nil, which the scheduler turns into the stage's failure.
 func (s *State) expand(c workflow.Component) *forEach {
 	cfg, _ := workflow.ParseForEach(c.Config)
-	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}}
+	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}, loop: newLoop(cfg)}
 	in := s.graph.In[c.ID]
 	if len(in) != 1 {
 		return fe
 	}
-	up, ok := s.stageAt(in[0].From, NoIteration)
+	out, ok := s.upstreamOutput(in[0])
 	if !ok {
 		return fe
 	}
-	v, _ := workflow.Lookup(up.Output, cfg.Items)
+	v, _ := workflow.Lookup(out, cfg.Items)
 	var items []json.RawMessage
 	if json.Unmarshal(v, &items) == nil && items != nil {
 		fe.Items = items
@@ -290,6 +294,7 @@ func (s *State) complete(ev StageCompleted) {
 			fe.Done++
 			delete(fe.completed, st.Iteration)
 		}
+		s.bodyEnded(fe, st.Iteration)
 	}
 }
 

@@ -1,0 +1,168 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/workflow"
+)
+
+// loop is what a FOR_EACH's config.body adds to its progress: the components downstream of
+// the body run once after every iteration ended, and gather the body's outputs (gathered).
+type loop struct {
+	gathers   bool // config.body is set
+	onFailure string
+	// running counts the body stages dispatched and not yet ended, by open iteration.
+	running map[int]int
+	// failed holds the iterations one of whose body stages failed: they dispatch nothing more
+	// and end once their running stages ended.
+	failed map[int]bool
+}
+
+func newLoop(cfg workflow.ForEachConfig) loop {
+	return loop{gathers: len(cfg.Body) > 0, onFailure: cfg.OnFailure, running: map[int]int{}}
+}
+
+func (l loop) clone() loop {
+	l.running, l.failed = maps.Clone(l.running), maps.Clone(l.failed)
+	return l
+}
+
+// stopped reports whether iteration it failed, so that nothing more of it runs.
+func (fe *forEach) stopped(it int) bool { return fe != nil && fe.failed[it] }
+
+// failedIterations lists the failed iterations in order; never nil, so it encodes as [].
+func (fe *forEach) failedIterations() []int {
+	out := make([]int, 0, len(fe.failed))
+	for it := range fe.failed {
+		out = append(out, it)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// output is the FOR_EACH stage's output once its n iterations ended.
+func (fe *forEach) output(n int) json.RawMessage {
+	var out []byte
+	if fe.gathers {
+		out, _ = json.Marshal(map[string]any{"count": n, "failed": fe.failedIterations()})
+	} else {
+		out, _ = json.Marshal(map[string]int{"count": n})
+	}
+	return out
+}
+
+func (s *State) bodyDispatched(d Dispatch) {
+	if fe := s.forEaches[d.ParentStageID]; fe != nil {
+		fe.running[d.Iteration]++
+	}
+}
+
+// bodyEnded counts a body stage of iteration it that ended; a failed iteration is done when
+// its last running stage ended.
+func (s *State) bodyEnded(fe *forEach, it int) {
+	fe.running[it]--
+	if fe.running[it] > 0 {
+		return
+	}
+	delete(fe.running, it)
+	if _, open := fe.completed[it]; open && fe.failed[it] {
+		fe.Done++
+		delete(fe.completed, it)
+	}
+}
+
+// iterationFailed records the failure of a stage of an explicit FOR_EACH body in its
+// iteration, and reports whether the FOR_EACH absorbs it (onFailure "continue") instead of
+// the run failing.
+func (s *State) iterationFailed(stageID string) bool {
+	st, _ := s.Stage(stageID)
+	fe := s.forEaches[st.ParentStageID]
+	if fe == nil || !fe.gathers {
+		return false
+	}
+	if _, open := fe.completed[st.Iteration]; !open {
+		return false
+	}
+	if fe.failed == nil {
+		fe.failed = map[int]bool{}
+	}
+	fe.failed[st.Iteration] = true
+	s.bodyEnded(fe, st.Iteration)
+	return fe.onFailure == workflow.OnFailureContinue
+}
+
+// failLoops fails an open FOR_EACH with an explicit body and onFailure "fail" at its first
+// failed iteration, so that its stage tells which iteration ended the run.
+func (s *State) failLoops(now time.Time) domain.Event {
+	ids := slices.Sorted(maps.Keys(s.forEaches))
+	for _, id := range ids {
+		fe := s.forEaches[id]
+		st, _ := s.Stage(id)
+		if st.Status.Terminal() || !fe.gathers || fe.onFailure != workflow.OnFailureFail || len(fe.failed) == 0 {
+			continue
+		}
+		first := fe.failedIterations()[0]
+		msg := fmt.Sprintf("iteration %d of %s %q failed (onFailure %q)", first, workflow.ModuleForEach, st.ComponentID, workflow.OnFailureFail)
+		return StageFailed{RunID: s.ID, StageID: id, Error: failure("iteration_failed", msg, id), At: now}
+	}
+	return nil
+}
+
+// gatherEdge reports whether e leaves a FOR_EACH body for a component outside it: its `to`
+// runs once, after the loop, with the body's outputs gathered.
+func (s *State) gatherEdge(e workflow.Edge) bool {
+	return s.body[e.From] != "" && s.body[e.From] != s.body[e.To]
+}
+
+// loopOf is the stage of the FOR_EACH whose body holds component, and its progress.
+func (s *State) loopOf(component string) (Stage, *forEach, bool) {
+	st, ok := s.stageAt(s.body[component], NoIteration)
+	if !ok {
+		return Stage{}, nil, false
+	}
+	return st, s.forEaches[st.ID], true
+}
+
+// loopEnded reports whether the FOR_EACH whose body holds component completed (or was skipped).
+func (s *State) loopEnded(component string) bool {
+	st, _, ok := s.loopOf(component)
+	return ok && st.Status == StageStatusCompleted
+}
+
+// loopRan reports whether the FOR_EACH whose body holds component completed its iterations.
+func (s *State) loopRan(component string) bool {
+	st, fe, ok := s.loopOf(component)
+	return ok && fe != nil && st.Status == StageStatusCompleted && !st.Skipped
+}
+
+// gathered is what gather edge e carries: {"items": [e.From's output per iteration, null for a
+// failed iteration or one where it did not complete], "failed": [failed iterations]}.
+func (s *State) gathered(e workflow.Edge) json.RawMessage {
+	_, fe, ok := s.loopOf(e.From)
+	if !ok || fe == nil {
+		return json.RawMessage("null")
+	}
+	items := make([]json.RawMessage, len(fe.Items))
+	for i := range items {
+		items[i] = json.RawMessage("null")
+		if st, ok := s.stageAt(e.From, i); ok && !fe.failed[i] && st.Status == StageStatusCompleted && len(st.Output) > 0 {
+			items[i] = st.Output
+		}
+	}
+	out, _ := json.Marshal(map[string]any{"items": items, "failed": fe.failedIterations()})
+	return out
+}
+
+// upstreamOutput is the output edge e carries from a stage outside any iteration.
+func (s *State) upstreamOutput(e workflow.Edge) (json.RawMessage, bool) {
+	if s.gatherEdge(e) {
+		return s.gathered(e), s.loopRan(e.From)
+	}
+	up, ok := s.stageAt(e.From, NoIteration)
+	return up.Output, ok
+}

@@ -1,0 +1,69 @@
+package workflow
+
+import (
+	"fmt"
+
+	"github.com/switchyard/switchyard/domain"
+)
+
+// validateBodies checks the explicit bodies of the FOR_EACH components (config.body): each id
+// names a component downstream of its FOR_EACH, once; the body is closed (each body component's
+// upstreams are its FOR_EACH, the body, or components that run before the loop), so that an
+// iteration never waits on work that runs after the loop; every edge out of the FOR_EACH goes
+// into the body; and an edge out of the body (a gather edge) carries no condition.
+func (g Graph) validateBodies(d Definition) error {
+	for _, id := range g.Order {
+		if g.Components[id].Module != ModuleForEach {
+			continue
+		}
+		cfg, err := ParseForEach(g.Components[id].Config)
+		if err != nil || len(cfg.Body) == 0 {
+			continue
+		}
+		if err := g.validateBody(d, id, cfg.Body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g Graph) validateBody(d Definition, forEach string, ids []string) error {
+	field := componentField(d, forEach) + ".config.body"
+	downstream := g.Reachable(forEach)
+	body := map[string]bool{}
+	for i, id := range ids {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		switch _, ok := g.Components[id]; {
+		case !ok:
+			return domain.Invalid(at, "names no component (%q)", id)
+		case id == forEach:
+			return domain.Invalid(at, "a %s cannot be part of its own body", ModuleForEach)
+		case !downstream[id]:
+			return domain.Invalid(at, "component %q is not downstream of %s %q", id, ModuleForEach, forEach)
+		case body[id]:
+			return domain.Invalid(at, "lists component %q twice", id)
+		}
+		body[id] = true
+	}
+	for _, e := range g.Out[forEach] {
+		if !body[e.To] {
+			return domain.Invalid(field, "does not list %q, which %s %q feeds: every edge out of a %s goes into its body",
+				e.To, ModuleForEach, forEach, ModuleForEach)
+		}
+	}
+	for _, id := range ids {
+		for _, e := range g.In[id] {
+			if e.From != forEach && !body[e.From] && downstream[e.From] {
+				return domain.Invalid(field, "is not closed: body component %q takes input from %q, which runs after the loop; list %q in the body or take its input from elsewhere",
+					id, e.From, e.From)
+			}
+		}
+	}
+	for i, e := range d.Edges {
+		if body[e.From] && !body[e.To] && e.When != "" {
+			return domain.Invalid(fmt.Sprintf("edges[%d].when", i), "an edge out of the body of %s %q gathers every iteration and cannot have a condition: put it on the next edge",
+				ModuleForEach, forEach)
+		}
+	}
+	return nil
+}
