@@ -93,8 +93,15 @@ func (s *State) iterationFailed(stageID string) bool {
 	}
 	fe.failed[st.Iteration] = true
 	s.bodyEnded(fe, st.Iteration)
-	return fe.onFailure == workflow.OnFailureContinue
+	if fe.onFailure == workflow.OnFailureContinue {
+		s.tolerated++
+		return true
+	}
+	return false
 }
+
+// FailedStages counts the run's FAILED stages, those an onFailure "continue" tolerated included.
+func (s *State) FailedStages() int { return s.Failed + s.tolerated }
 
 // failLoops fails an open FOR_EACH with an explicit body and onFailure "fail" at its first
 // failed iteration, so that its stage tells which iteration ended the run.

@@ -59,26 +59,27 @@ func TestGatherAfterForEach(t *testing.T) {
 		each               string // the FOR_EACH stage's status and output or error code
 		g, h               string // the inputs g and h ran with ("" : did not run)
 		skipped            []string
+		failedStages       int // FAILED stages, tolerated ones included
 	}{
 		{"continue: the failure is listed, a skipped b gathers null", `{"items": "items", "body": ["a", "b"], "onFailure": "continue", "concurrency": 2}`,
 			`{"loop": true, "items": ` + items + `}`, run.StatusCompleted, `COMPLETED {"count":4,"failed":[1]}`,
-			`{"failed":[1],"items":[{"v":1},null,null,{"v":4}]}`, `{"failed":[1]}`, []string{"b"}},
+			`{"failed":[1],"items":[{"v":1},null,null,{"v":4}]}`, `{"failed":[1]}`, []string{"b"}, 1},
 		{"fail (default): the first failure fails the FOR_EACH and the run", `{"items": "items", "body": ["a", "b"], "concurrency": 1}`,
-			`{"loop": true, "items": ` + items + `}`, run.StatusFailed, `FAILED iteration_failed`, "", "", nil},
+			`{"loop": true, "items": ` + items + `}`, run.StatusFailed, `FAILED iteration_failed`, "", "", nil, 2},
 		{"continue without failures", `{"items": "items", "body": ["a", "b"], "onFailure": "continue"}`,
 			`{"loop": true, "items": [{"v": 1, "go": true}, {"v": 2, "go": true}]}`, run.StatusCompleted, `COMPLETED {"count":2,"failed":[]}`,
-			`{"failed":[],"items":[{"v":1},{"v":2}]}`, `{"failed":[]}`, nil},
+			`{"failed":[],"items":[{"v":1},{"v":2}]}`, `{"failed":[]}`, nil, 0},
 		{"no items: the gather runs over nothing", `{"items": "items", "body": ["a", "b"]}`,
-			`{"loop": true, "items": []}`, run.StatusCompleted, `COMPLETED {"count":0,"failed":[]}`, `{"failed":[],"items":[]}`, `{"failed":[]}`, nil},
+			`{"loop": true, "items": []}`, run.StatusCompleted, `COMPLETED {"count":0,"failed":[]}`, `{"failed":[],"items":[]}`, `{"failed":[]}`, nil, 0},
 		{"a skipped FOR_EACH skips the gather", `{"items": "items", "body": ["a", "b"]}`,
-			`{"loop": false}`, run.StatusCompleted, `COMPLETED null`, "", "", []string{"each", "g", "h"}},
+			`{"loop": false}`, run.StatusCompleted, `COMPLETED null`, "", "", []string{"each", "g", "h"}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := start(t, def(t, gatherLoop(c.cfg)), c.trigger)
 			log, inputs := h.playAll()
-			if h.s.Status != c.status || h.s.Pending != 0 {
-				t.Fatalf("run %s pending %d (%s), want %s", h.s.Status, h.s.Pending, h.s.Error, c.status)
+			if h.s.Status != c.status || h.s.Pending != 0 || h.s.Detail().FailedStageCount != c.failedStages {
+				t.Fatalf("run %s pending %d failed %d (%s), want %s, %d failed", h.s.Status, h.s.Pending, h.s.Detail().FailedStageCount, h.s.Error, c.status, c.failedStages)
 			}
 			if inputs["g"] != c.g || inputs["h"] != c.h {
 				t.Fatalf("g ran with %q, h with %q; want %q, %q", inputs["g"], inputs["h"], c.g, c.h)

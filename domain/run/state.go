@@ -82,6 +82,9 @@ type State struct {
 	byKey     map[stageKey]int
 	byExec    map[string]int
 	forEaches map[string]*forEach // by stage id
+	// tolerated counts the failed stages of FOR_EACH iterations with onFailure "continue":
+	// FAILED stages that do not fail the run (not in Failed).
+	tolerated int
 }
 
 // JobID is the id of the run's trigger stage, returned by the trigger call as jobId.
