@@ -7,8 +7,8 @@ import (
 )
 
 // A FOR_EACH's config.body is checked when the workflow is saved: a body naming a component not
-// downstream of its FOR_EACH, a FOR_EACH nested in a body, or a condition on a gather edge is a
-// 400 naming the part, on create and on replace.
+// downstream of its FOR_EACH, a FOR_EACH nested two levels deep, or a condition on a gather
+// edge is a 400 naming the part, on create and on replace; one level of nesting is accepted.
 func TestWorkflowForEachBodyIsCheckedOnSave(t *testing.T) {
 	r := newRig(t)
 	owner := r.user(false)
@@ -26,12 +26,19 @@ func TestWorkflowForEachBodyIsCheckedOnSave(t *testing.T) {
 	if st != http.StatusCreated {
 		t.Fatalf("a good body: %d %v", st, created)
 	}
+	st, nested := r.rawAPI("POST", base, session, def("Nested", `["a", "inner", "b"]`,
+		`, {"id": "inner", "module": "FOR_EACH", "config": {"items": "ys", "body": ["b"]}}, {"id": "b", "module": "core.echo"}`,
+		`, {"from": "a", "to": "g"}, {"from": "a", "to": "inner"}, {"from": "inner", "to": "b"}`))
+	if st != http.StatusCreated {
+		t.Fatalf("one level of nesting: %d %v", st, nested)
+	}
 	for _, tc := range []struct{ name, def, want string }{
 		{"not downstream", def("Bad", `["a", "u"]`, `, {"id": "u", "module": "core.echo"}`, `, {"from": "a", "to": "g"}, {"from": "t", "to": "u"}`),
 			`components[1] (component "each").config.body[1]: component "u" is not downstream of FOR_EACH "each"`},
-		{"nested FOR_EACH", def("Bad", `["a", "inner", "b"]`, `, {"id": "inner", "module": "FOR_EACH", "config": {"items": "ys"}}, {"id": "b", "module": "core.echo"}`,
-			`, {"from": "a", "to": "g"}, {"from": "a", "to": "inner"}, {"from": "inner", "to": "b"}`),
-			`components[4] (component "inner"): a FOR_EACH inside the body of FOR_EACH "each" is not supported`},
+		{"two levels of nesting", def("Bad", `["a", "inner", "deep", "b"]`,
+			`, {"id": "inner", "module": "FOR_EACH", "config": {"items": "ys"}}, {"id": "deep", "module": "FOR_EACH", "config": {"items": "zs"}}, {"id": "b", "module": "core.echo"}`,
+			`, {"from": "a", "to": "g"}, {"from": "a", "to": "inner"}, {"from": "inner", "to": "deep"}, {"from": "deep", "to": "b"}`),
+			`components[5] (component "deep"): a FOR_EACH nested two levels deep`},
 		{"condition on a gather edge", def("Bad", `["a"]`, "", `, {"from": "a", "to": "g", "when": "true"}`), "edges[2].when"},
 	} {
 		for _, call := range []struct{ method, path string }{{"POST", base}, {"PUT", base + "/" + created["id"].(string)}} {

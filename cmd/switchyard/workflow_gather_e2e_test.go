@@ -74,6 +74,58 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("nested loops: the worked example of docs/workflows.md gives the stages it shows", func(t *testing.T) {
+		id := svc.createWorkflow(t, svc.key.WorkspaceID, docExample(t, "Price orders"))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, id, `{"orders": [{"skus": [0, 1]}, {"skus": [2, 9]}]}`), 30*time.Second, terminal)
+		if m["status"] != "COMPLETED" || m["failedStageCount"] != float64(2) || len(stages(m)) != 10 {
+			t.Fatalf("run %s, %v failed, %d stages; want COMPLETED, 2, 10: %v", m["status"], m["failedStageCount"], len(stages(m)), m)
+		}
+		orders := stageOf(t, m, "orders")
+		lines := map[int]map[string]any{}
+		for _, s := range stages(m) {
+			if s["referenceId"] == "lines" {
+				lines[int(s["iteration"].(float64))] = s
+				if s["parentStageId"] != orders["id"] {
+					t.Fatalf("lines stage %v, want parent %v", s, orders["id"])
+				}
+			}
+		}
+		// price stages by the order (the outer iteration of their lines stage) and their own iteration.
+		price := map[[2]int]string{}
+		for _, s := range stages(m) {
+			if s["referenceId"] != "price" {
+				continue
+			}
+			order := -1
+			for it, l := range lines {
+				if s["parentStageId"] == l["id"] {
+					order = it
+				}
+			}
+			v, _ := json.Marshal(s["output"])
+			if s["status"] == "FAILED" {
+				v = []byte(s["error"].(map[string]any)["code"].(string))
+			}
+			price[[2]int{order, int(s["iteration"].(float64))}] = s["status"].(string) + " " + string(v)
+		}
+		wantPrice := map[[2]int]string{{0, 0}: `COMPLETED {"result":120}`, {0, 1}: `COMPLETED {"result":80}`,
+			{1, 0}: `COMPLETED {"result":45}`, {1, 1}: `FAILED evaluation_error`}
+		if !maps.Equal(price, wantPrice) {
+			t.Errorf("price stages %v, want %v", price, wantPrice)
+		}
+		want := map[string]map[int]string{
+			"orders": {-1: `COMPLETED {"count":2,"failed":[1]}`},
+			"lines":  {0: `COMPLETED {"count":2,"failed":[]}`, 1: `FAILED iteration_failed`},
+			"order":  {0: `COMPLETED {"prices":[{"result":120},{"result":80}]}`},
+			"report": {-1: `COMPLETED {"failed":[1],"items":[{"prices":[{"result":120},{"result":80}]},null]}`},
+		}
+		for comp, w := range want {
+			if got := stagesOf(t, m, comp); !maps.Equal(got, w) {
+				t.Errorf("%s stages %v, want %v", comp, got, w)
+			}
+		}
+	})
+
 	t.Run("fail (default): the failed iteration fails the FOR_EACH and the run; nothing after the loop runs", func(t *testing.T) {
 		id := svc.createWorkflow(t, svc.key.WorkspaceID, strings.Replace(
 			strings.Replace(def, `, "onFailure": "continue"`, "", 1), "Price basket", "Price basket or fail", 1))["id"].(string)

@@ -93,7 +93,7 @@ func (s *State) iterationFailed(stageID string) bool {
 	}
 	fe.failed[st.Iteration] = true
 	s.bodyEnded(fe, st.Iteration)
-	if fe.onFailure == workflow.OnFailureContinue {
+	if s.tolerates(st.ParentStageID) {
 		s.tolerated++
 		return true
 	}
@@ -102,6 +102,24 @@ func (s *State) iterationFailed(stageID string) bool {
 
 // FailedStages counts the run's FAILED stages, those an onFailure "continue" tolerated included.
 func (s *State) FailedStages() int { return s.Failed + s.tolerated }
+
+// tolerates reports whether a failure in the FOR_EACH stage loopID leaves the run going: its
+// onFailure is "continue", or it is "fail" and the loop's own failure is tolerated by the
+// enclosing loop's "continue".
+func (s *State) tolerates(loopID string) bool {
+	for loopID != "" {
+		fe := s.forEaches[loopID]
+		if fe == nil || !fe.gathers {
+			return false
+		}
+		if fe.onFailure == workflow.OnFailureContinue {
+			return true
+		}
+		ls, _ := s.Stage(loopID)
+		loopID = ls.ParentStageID
+	}
+	return false
+}
 
 // failLoops fails an open FOR_EACH with an explicit body and onFailure "fail" at its first
 // failed iteration, so that its stage tells which iteration ended the run.
@@ -126,9 +144,33 @@ func (s *State) gatherEdge(e workflow.Edge) bool {
 	return s.body[e.From] != "" && s.body[e.From] != s.body[e.To]
 }
 
-// loopOf is the stage of the FOR_EACH whose body holds component, and its progress.
-func (s *State) loopOf(component string) (Stage, *forEach, bool) {
-	st, ok := s.stageAt(s.body[component], NoIteration)
+// lookup finds the stage of component seen from iteration it of the FOR_EACH stage loop (the
+// zero Stage outside any): the one of the same iteration when component is in loop's body, of
+// the enclosing iteration when it is in the outer loop's body, the one stage otherwise.
+func (s *State) lookup(component string, loop Stage, it int) (Stage, bool) {
+	for loop.ID != "" && s.body[component] != loop.ComponentID {
+		it = loop.Iteration
+		loop, _ = s.Stage(loop.ParentStageID)
+	}
+	if loop.ID == "" {
+		return s.keyed(component, "", NoIteration)
+	}
+	return s.keyed(component, loop.ID, it)
+}
+
+// stageID names the stage of component in iteration it of the FOR_EACH stage fe; inside a
+// nested loop the outer iteration is part of the name.
+func (s *State) stageID(component string, fe Stage, it int) string {
+	if fe.ParentStageID == "" {
+		return StageID(s.ID, component, it)
+	}
+	return StageID(s.ID, fmt.Sprintf("%s/%d", component, fe.Iteration), it)
+}
+
+// loopOf is the stage of the FOR_EACH whose body holds component, seen from iteration it of
+// the FOR_EACH stage loop, and its progress.
+func (s *State) loopOf(component string, loop Stage, it int) (Stage, *forEach, bool) {
+	st, ok := s.lookup(s.body[component], loop, it)
 	if !ok {
 		return Stage{}, nil, false
 	}
@@ -136,28 +178,29 @@ func (s *State) loopOf(component string) (Stage, *forEach, bool) {
 }
 
 // loopEnded reports whether the FOR_EACH whose body holds component completed (or was skipped).
-func (s *State) loopEnded(component string) bool {
-	st, _, ok := s.loopOf(component)
+func (s *State) loopEnded(component string, loop Stage, it int) bool {
+	st, _, ok := s.loopOf(component, loop, it)
 	return ok && st.Status == StageStatusCompleted
 }
 
 // loopRan reports whether the FOR_EACH whose body holds component completed its iterations.
-func (s *State) loopRan(component string) bool {
-	st, fe, ok := s.loopOf(component)
+func (s *State) loopRan(component string, loop Stage, it int) bool {
+	st, fe, ok := s.loopOf(component, loop, it)
 	return ok && fe != nil && st.Status == StageStatusCompleted && !st.Skipped
 }
 
-// gathered is what gather edge e carries: {"items": [e.From's output per iteration, null for a
-// failed iteration or one where it did not complete], "failed": [failed iterations]}.
-func (s *State) gathered(e workflow.Edge) json.RawMessage {
-	_, fe, ok := s.loopOf(e.From)
+// gathered is what gather edge e carries into iteration it of loop: {"items": [e.From's output
+// per iteration, null for a failed iteration or one where it did not complete], "failed":
+// [failed iterations]}.
+func (s *State) gathered(e workflow.Edge, loop Stage, it int) json.RawMessage {
+	ls, fe, ok := s.loopOf(e.From, loop, it)
 	if !ok || fe == nil {
 		return json.RawMessage("null")
 	}
 	items := make([]json.RawMessage, len(fe.Items))
 	for i := range items {
 		items[i] = json.RawMessage("null")
-		if st, ok := s.stageAt(e.From, i); ok && !fe.failed[i] && st.Status == StageStatusCompleted && len(st.Output) > 0 {
+		if st, ok := s.keyed(e.From, ls.ID, i); ok && !fe.failed[i] && st.Status == StageStatusCompleted && len(st.Output) > 0 {
 			items[i] = st.Output
 		}
 	}
@@ -165,11 +208,45 @@ func (s *State) gathered(e workflow.Edge) json.RawMessage {
 	return out
 }
 
-// upstreamOutput is the output edge e carries from a stage outside any iteration.
-func (s *State) upstreamOutput(e workflow.Edge) (json.RawMessage, bool) {
-	if s.gatherEdge(e) {
-		return s.gathered(e), s.loopRan(e.From)
+// upstreamOutput is the output edge e carries into iteration it of loop (the FOR_EACH source).
+func (s *State) upstreamOutput(e workflow.Edge, loop Stage, it int) (json.RawMessage, bool) {
+	if fe := s.forEaches[loop.ID]; fe != nil && e.From == loop.ComponentID && it < len(fe.Items) {
+		return feed(fe, it), true // a FOR_EACH nested right after its outer one
 	}
-	up, ok := s.stageAt(e.From, NoIteration)
+	if s.gatherEdge(e) {
+		return s.gathered(e, loop, it), s.loopRan(e.From, loop, it)
+	}
+	up, ok := s.lookup(e.From, loop, it)
 	return up.Output, ok
+}
+
+// bodies maps each body component in scope to its innermost FOR_EACH (a nested loop's body is
+// inside its outer loop's body too), and counts each FOR_EACH's own body components.
+func bodies(g workflow.Graph, scope map[string]bool) (map[string]string, map[string]int) {
+	body, size := map[string]string{}, map[string]int{}
+	of := map[string]map[string]bool{}
+	for id := range scope {
+		if g.Components[id].Module == workflow.ModuleForEach {
+			of[id] = g.Body(id)
+		}
+	}
+	for f, members := range of {
+		for b := range members {
+			if cur, ok := body[b]; !ok || len(members) < len(of[cur]) {
+				body[b] = f
+			}
+		}
+	}
+	for b, f := range body {
+		if scope[b] {
+			size[f]++
+		}
+	}
+	return body, size
+}
+
+// feed is what a FOR_EACH gives its body in iteration it.
+func feed(fe *forEach, it int) json.RawMessage {
+	item, _ := json.Marshal(map[string]any{"item": fe.Items[it], "index": it})
+	return item
 }

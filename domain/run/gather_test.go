@@ -154,3 +154,63 @@ func TestForEachOverAGather(t *testing.T) {
 		t.Fatalf("run %s (%s), c ran with %v", h.s.Status, h.s.Error, got)
 	}
 }
+
+// nested: for each group, name it and run w once per x of the group (inner loop, onFailure
+// fail by default); total gathers the group's w outputs inside the outer iteration, report
+// gathers the totals after the outer loop (onFailure continue).
+const nested = `{"name": "nested", "components": [
+	{"id": "t", "module": "ON_API_CALLED"},
+	{"id": "outer", "module": "FOR_EACH", "config": {"items": "groups", "body": ["name", "inner", "w", "total"], "onFailure": "continue"}},
+	{"id": "name", "module": "core.echo"},
+	{"id": "inner", "module": "FOR_EACH", "config": {"items": "item.xs", "body": ["w"]}},
+	{"id": "w", "module": "core.echo"},
+	{"id": "total", "module": "core.echo"},
+	{"id": "report", "module": "core.echo"}],
+  "edges": [{"from": "t", "to": "outer"}, {"from": "outer", "to": "name", "mapping": {"g": "item.name"}},
+	{"from": "outer", "to": "inner"}, {"from": "inner", "to": "w", "mapping": {"x": "item"}},
+	{"from": "w", "to": "total", "mapping": {"xs": "items", "failed": "failed"}}, {"from": "name", "to": "total"},
+	{"from": "total", "to": "report"}]}`
+
+func TestNestedForEach(t *testing.T) {
+	h := start(t, def(t, nested), `{"groups": [{"name": "a", "xs": [1, 2]}, {"name": "b", "xs": [3, {"fail": true}]}, {"name": "c", "xs": []}]}`)
+	log, inputs := h.playAll()
+	if h.s.Status != run.StatusCompleted || h.s.Pending != 0 || h.s.Detail().FailedStageCount != 2 {
+		t.Fatalf("run %s pending %d failed %d (%s)", h.s.Status, h.s.Pending, h.s.Detail().FailedStageCount, h.s.Error)
+	}
+	const want = `{"failed":[1],"items":[{"failed":[],"g":"a","xs":[{"x":1},{"x":2}]},null,{"failed":[],"g":"c","xs":[]}]}`
+	if inputs["report"] != want {
+		t.Fatalf("report ran with %s\nwant %s", inputs["report"], want)
+	}
+	outer, _ := h.s.Stage(run.StageID("run-1", "outer", run.NoIteration))
+	inners := map[int]run.Stage{}
+	ids := map[string]bool{}
+	for _, st := range h.s.Stages {
+		if ids[st.ID] {
+			t.Fatalf("two stages named %s", st.ID)
+		}
+		ids[st.ID] = true
+		if st.ComponentID == "inner" {
+			inners[st.Iteration] = st
+			if st.ParentStageID != outer.ID {
+				t.Fatalf("inner FOR_EACH stage %+v, want parent %s", st, outer.ID)
+			}
+		}
+	}
+	if inners[1].Status != run.StageStatusFailed || !strings.Contains(string(inners[1].Error), "iteration_failed") {
+		t.Fatalf("inner loop of group b: %s %s", inners[1].Status, inners[1].Error)
+	}
+	var w []string
+	for _, st := range h.s.Stages {
+		if st.ComponentID == "w" {
+			parent, _ := h.s.Stage(st.ParentStageID)
+			if parent.ComponentID != "inner" {
+				t.Fatalf("w stage %+v has parent %+v", st, parent)
+			}
+			w = append(w, strings.Join([]string{string(rune('0' + parent.Iteration)), string(rune('0' + st.Iteration)), string(st.Status)}, "/"))
+		}
+	}
+	if !sameSet(w, []string{"0/0/COMPLETED", "0/1/COMPLETED", "1/0/COMPLETED", "1/1/FAILED"}) {
+		t.Fatalf("w stages (outer/inner/status) %v", w)
+	}
+	assertReplays(t, h.s, log)
+}

@@ -45,8 +45,11 @@ type forEach struct {
 	loop
 }
 
+// stageKey finds a stage by component, the FOR_EACH stage it iterates in ("" outside any)
+// and its iteration: a nested loop's body runs once per item of each outer iteration.
 type stageKey struct {
 	component string
+	parent    string
 	iteration int
 }
 
@@ -186,16 +189,7 @@ func (s State) start(ev Triggered) State {
 		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
 	s.graph = ev.Definition.Graph()
 	s.scope = s.graph.Reachable(ev.TriggerID)
-	s.body, s.bodySize = map[string]string{}, map[string]int{}
-	for id := range s.scope {
-		if s.graph.Components[id].Module != workflow.ModuleForEach {
-			continue
-		}
-		for b := range s.graph.Body(id) {
-			s.body[b] = id
-			s.bodySize[id]++
-		}
-	}
+	s.body, s.bodySize = bodies(s.graph, s.scope)
 	s.dispatch(Dispatch{StageID: s.JobID(), ComponentID: ev.TriggerID, Iteration: NoIteration}, ev.At)
 	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, Conditions: ev.Conditions, At: ev.At})
 	return s
@@ -210,7 +204,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, Skipped: d.Skipped,
 		DispatchedAt: at, Attempt: 1, UpdatedAt: at}
 	s.byID[st.ID] = len(s.Stages)
-	s.byKey[stageKey{c.ID, d.Iteration}] = len(s.Stages)
+	s.byKey[stageKey{c.ID, d.ParentStageID, d.Iteration}] = len(s.Stages)
 	if st.ExecutionID != "" {
 		s.byExec[st.ExecutionID] = len(s.Stages)
 	}
@@ -225,7 +219,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 	}
 	if c.Module == workflow.ModuleForEach && !d.Skipped {
 		st.Status = StageStatusRunning
-		s.forEaches[st.ID] = s.expand(c)
+		s.forEaches[st.ID] = s.expand(c, d)
 	}
 	s.Stages = append(s.Stages, st)
 	s.Pending++
@@ -233,14 +227,15 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 
 // expand reads a FOR_EACH's items from its upstream's output; a value that is not an array
 // leaves Items nil, which the scheduler turns into the stage's failure.
-func (s *State) expand(c workflow.Component) *forEach {
+func (s *State) expand(c workflow.Component, d Dispatch) *forEach {
 	cfg, _ := workflow.ParseForEach(c.Config)
 	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}, loop: newLoop(cfg)}
 	in := s.graph.In[c.ID]
 	if len(in) != 1 {
 		return fe
 	}
-	out, ok := s.upstreamOutput(in[0])
+	loop, _ := s.Stage(d.ParentStageID)
+	out, ok := s.upstreamOutput(in[0], loop, d.Iteration)
 	if !ok {
 		return fe
 	}
@@ -253,7 +248,15 @@ func (s *State) expand(c workflow.Component) *forEach {
 }
 
 func (s *State) stageAt(component string, iteration int) (Stage, bool) {
-	i, ok := s.byKey[stageKey{component, iteration}]
+	parent := ""
+	if iteration != NoIteration {
+		parent = StageID(s.ID, s.body[component], NoIteration) // a loop outside any other
+	}
+	return s.keyed(component, parent, iteration)
+}
+
+func (s *State) keyed(component, parent string, iteration int) (Stage, bool) {
+	i, ok := s.byKey[stageKey{component, parent, iteration}]
 	if !ok {
 		return Stage{}, false
 	}

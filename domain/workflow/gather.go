@@ -67,3 +67,48 @@ func (g Graph) validateBody(d Definition, forEach string, ids []string) error {
 	}
 	return nil
 }
+
+// validateNesting allows one level of FOR_EACH nesting: a FOR_EACH inside another's body has
+// its whole body inside the outer body, holds no FOR_EACH itself, and gathers only into the
+// outer body (its outputs are per outer iteration).
+func (g Graph) validateNesting(d Definition) error {
+	for _, outer := range g.Order {
+		if g.Components[outer].Module != ModuleForEach {
+			continue
+		}
+		body := g.Body(outer)
+		for _, inner := range g.Order {
+			if !body[inner] || g.Components[inner].Module != ModuleForEach {
+				continue
+			}
+			if err := g.validateInner(d, outer, inner, body); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (g Graph) validateInner(d Definition, outer, inner string, outerBody map[string]bool) error {
+	innerBody := g.Body(inner)
+	for _, b := range g.Order {
+		if !innerBody[b] {
+			continue
+		}
+		if g.Components[b].Module == ModuleForEach {
+			return domain.Invalid(componentField(d, b), "a %s nested two levels deep (in %q, itself in the body of %q) is not supported: one level of nesting is",
+				ModuleForEach, inner, outer)
+		}
+		if !outerBody[b] {
+			return domain.Invalid(componentField(d, inner)+".config.body", "component %q is in the body of nested %s %q but not in the body of its outer %s %q",
+				b, ModuleForEach, inner, ModuleForEach, outer)
+		}
+	}
+	for i, e := range d.Edges {
+		if innerBody[e.From] && !innerBody[e.To] && !outerBody[e.To] {
+			return domain.Invalid(fmt.Sprintf("edges[%d]", i), "leaves the body of nested %s %q and of its outer %s %q at once: gather into the outer body first",
+				ModuleForEach, inner, ModuleForEach, outer)
+		}
+	}
+	return nil
+}

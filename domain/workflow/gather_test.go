@@ -37,8 +37,15 @@ func TestForEachBodyValidation(t *testing.T) {
 			"edges[3].when", "gathers every iteration"},
 		{"onFailure unknown", gatherDef(`{`+body+`, "onFailure": "ignore"}`, "", ""), `components[1] (component "each").config.onFailure`, `"continue"`},
 		{"onFailure without body", gatherDef(`{"items": ".", "onFailure": "continue"}`, "", ""), `components[1] (component "each").config.onFailure`, "needs config.body"},
-		{"nested FOR_EACH", gatherDef(`{"items": ".", "body": ["a", "b", "inner", "c"]}`, `, {"id": "inner", "module": "FOR_EACH", "config": {"items": "."}}, {"id": "c", "module": "core.echo"}`,
-			`, {"from": "a", "to": "inner"}, {"from": "inner", "to": "c"}`), `(component "inner")`, "inside the body"},
+		{"two levels of nesting", gatherDef(`{"items": ".", "body": ["a", "b", "inner", "deep", "c"]}`,
+			`, {"id": "inner", "module": "FOR_EACH", "config": {"items": "."}}, {"id": "deep", "module": "FOR_EACH", "config": {"items": "."}}, {"id": "c", "module": "core.echo"}`,
+			`, {"from": "a", "to": "inner"}, {"from": "inner", "to": "deep"}, {"from": "deep", "to": "c"}`), `(component "deep")`, "two levels deep"},
+		{"a nested body outside the outer body", gatherDef(`{"items": ".", "body": ["a", "b", "inner"]}`,
+			`, {"id": "inner", "module": "FOR_EACH", "config": {"items": "."}}, {"id": "c", "module": "core.echo"}`,
+			`, {"from": "a", "to": "inner"}, {"from": "inner", "to": "c"}`), `(component "inner").config.body`, `"c" is in the body of nested`},
+		{"a nested gather out of both loops", gatherDef(`{"items": ".", "body": ["a", "b", "inner", "c"]}`,
+			`, {"id": "inner", "module": "FOR_EACH", "config": {"items": ".", "body": ["c"]}}, {"id": "c", "module": "core.echo"}`,
+			`, {"from": "a", "to": "inner"}, {"from": "inner", "to": "c"}, {"from": "c", "to": "g"}`), `edges[6]`, "at once"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,6 +67,9 @@ func TestForEachBodyAccepted(t *testing.T) {
 		"body input from before":       gatherDef(`{"items": ".", "body": ["a", "b"]}`, `, {"id": "pre", "module": "core.echo"}`, `, {"from": "t", "to": "pre"}, {"from": "pre", "to": "b"}`),
 		"a FOR_EACH after the gather":  gatherDef(`{"items": ".", "body": ["a", "b"]}`, `, {"id": "again", "module": "FOR_EACH", "config": {"items": "items"}}, {"id": "c", "module": "core.echo"}`, `, {"from": "b", "to": "again"}, {"from": "again", "to": "c"}`),
 		"without body: all downstream": gatherDef(`{"items": "."}`, "", ""),
+		"one level of nesting": gatherDef(`{"items": ".", "body": ["a", "b", "inner", "c"]}`,
+			`, {"id": "inner", "module": "FOR_EACH", "config": {"items": "item", "body": ["c"]}}, {"id": "c", "module": "core.echo"}`,
+			`, {"from": "each", "to": "inner"}, {"from": "inner", "to": "c"}, {"from": "c", "to": "b"}`),
 	} {
 		if err := parse(t, d).Validate(checkModules); err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -95,15 +95,8 @@ func (g Graph) validate(d Definition) error {
 		if !reached[id] {
 			return domain.Invalid(componentField(d, id), "is not reachable from any %s trigger", ModuleTrigger)
 		}
-		if g.Components[id].Module == ModuleForEach {
-			for b := range g.Body(id) {
-				if g.Components[b].Module == ModuleForEach {
-					return domain.Invalid(componentField(d, b), "a %s inside the body of %s %q is not supported", ModuleForEach, ModuleForEach, id)
-				}
-			}
-		}
 	}
-	return nil
+	return g.validateNesting(d)
 }
 
 func componentField(d Definition, id string) string {
