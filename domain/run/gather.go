@@ -220,26 +220,16 @@ func (s *State) upstreamOutput(e workflow.Edge, loop Stage, it int) (json.RawMes
 	return up.Output, ok
 }
 
-// bodies maps each body component in scope to its innermost FOR_EACH (a nested loop's body is
-// inside its outer loop's body too), and counts each FOR_EACH's own body components.
+// bodies maps each body component in scope to its innermost FOR_EACH, and counts each
+// FOR_EACH's own body components (those of a loop nested in it are the nested loop's).
 func bodies(g workflow.Graph, scope map[string]bool) (map[string]string, map[string]int) {
 	body, size := map[string]string{}, map[string]int{}
-	of := map[string]map[string]bool{}
-	for id := range scope {
-		if g.Components[id].Module == workflow.ModuleForEach {
-			of[id] = g.Body(id)
-		}
-	}
-	for f, members := range of {
-		for b := range members {
-			if cur, ok := body[b]; !ok || len(members) < len(of[cur]) {
-				body[b] = f
+	for b, f := range g.InnermostBodies() {
+		if scope[f] {
+			body[b] = f
+			if scope[b] {
+				size[f]++
 			}
-		}
-	}
-	for b, f := range body {
-		if scope[b] {
-			size[f]++
 		}
 	}
 	return body, size

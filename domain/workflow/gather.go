@@ -112,3 +112,23 @@ func (g Graph) validateInner(d Definition, outer, inner string, outerBody map[st
 	}
 	return nil
 }
+
+// InnermostBodies maps each component of a FOR_EACH body to its innermost FOR_EACH: a nested
+// loop's body is inside its outer loop's body too.
+func (g Graph) InnermostBodies() map[string]string {
+	of := map[string]map[string]bool{}
+	for id, c := range g.Components {
+		if c.Module == ModuleForEach {
+			of[id] = g.Body(id)
+		}
+	}
+	body := map[string]string{}
+	for f, members := range of {
+		for b := range members {
+			if cur, ok := body[b]; !ok || len(members) < len(of[cur]) {
+				body[b] = f
+			}
+		}
+	}
+	return body
+}
