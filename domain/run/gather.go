@@ -139,9 +139,11 @@ func (s *State) failLoops(now time.Time) domain.Event {
 }
 
 // gatherEdge reports whether e leaves a FOR_EACH body for a component outside it: its `to`
-// runs once, after the loop, with the body's outputs gathered.
+// runs once, after the loop, with the body's outputs gathered. A component of a loop nested in
+// that body is inside it: it runs in the same iteration.
 func (s *State) gatherEdge(e workflow.Edge) bool {
-	return s.body[e.From] != "" && s.body[e.From] != s.body[e.To]
+	loop, to := s.body[e.From], s.body[e.To]
+	return loop != "" && to != loop && (to == "" || s.body[to] != loop)
 }
 
 // lookup finds the stage of component seen from iteration it of the FOR_EACH stage loop (the

@@ -155,8 +155,8 @@ func TestForEachOverAGather(t *testing.T) {
 	}
 }
 
-// nested: for each group, name it and run w once per x of the group (inner loop, onFailure
-// fail by default); total gathers the group's w outputs inside the outer iteration, report
+// nested: for each group, name it and run w once per x of the group with the group's name
+// (inner loop, onFailure fail by default); total gathers the group's w outputs inside the outer iteration, report
 // gathers the totals after the outer loop (onFailure continue).
 const nested = `{"name": "nested", "components": [
 	{"id": "t", "module": "ON_API_CALLED"},
@@ -167,7 +167,7 @@ const nested = `{"name": "nested", "components": [
 	{"id": "total", "module": "core.echo"},
 	{"id": "report", "module": "core.echo"}],
   "edges": [{"from": "t", "to": "outer"}, {"from": "outer", "to": "name", "mapping": {"g": "item.name"}},
-	{"from": "outer", "to": "inner"}, {"from": "inner", "to": "w", "mapping": {"x": "item"}},
+	{"from": "outer", "to": "inner"}, {"from": "inner", "to": "w", "mapping": {"x": "item"}}, {"from": "name", "to": "w", "mapping": {"group": "g"}},
 	{"from": "w", "to": "total", "mapping": {"xs": "items", "failed": "failed"}}, {"from": "name", "to": "total"},
 	{"from": "total", "to": "report"}]}`
 
@@ -177,7 +177,7 @@ func TestNestedForEach(t *testing.T) {
 	if h.s.Status != run.StatusCompleted || h.s.Pending != 0 || h.s.Detail().FailedStageCount != 2 {
 		t.Fatalf("run %s pending %d failed %d (%s)", h.s.Status, h.s.Pending, h.s.Detail().FailedStageCount, h.s.Error)
 	}
-	const want = `{"failed":[1],"items":[{"failed":[],"g":"a","xs":[{"x":1},{"x":2}]},null,{"failed":[],"g":"c","xs":[]}]}`
+	const want = `{"failed":[1],"items":[{"failed":[],"g":"a","xs":[{"group":"a","x":1},{"group":"a","x":2}]},null,{"failed":[],"g":"c","xs":[]}]}`
 	if inputs["report"] != want {
 		t.Fatalf("report ran with %s\nwant %s", inputs["report"], want)
 	}
