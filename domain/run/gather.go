@@ -124,18 +124,22 @@ func (s *State) tolerates(loopID string) bool {
 // failLoops fails an open FOR_EACH with an explicit body and onFailure "fail" at its first
 // failed iteration, so that its stage tells which iteration ended the run.
 func (s *State) failLoops(now time.Time) domain.Event {
-	ids := slices.Sorted(maps.Keys(s.forEaches))
-	for _, id := range ids {
-		fe := s.forEaches[id]
-		st, _ := s.Stage(id)
-		if st.Status.Terminal() || !fe.gathers || fe.onFailure != workflow.OnFailureFail || len(fe.failed) == 0 {
-			continue
+	var failing []string // the least id is failed first, so the same state decides the same event
+	for id, fe := range s.forEaches {
+		if fe.gathers && fe.onFailure == workflow.OnFailureFail && len(fe.failed) > 0 {
+			if st, _ := s.Stage(id); !st.Status.Terminal() {
+				failing = append(failing, id)
+			}
 		}
-		first := fe.failedIterations()[0]
-		msg := fmt.Sprintf("iteration %d of %s %q failed (onFailure %q)", first, workflow.ModuleForEach, st.ComponentID, workflow.OnFailureFail)
-		return StageFailed{RunID: s.ID, StageID: id, Error: failure("iteration_failed", msg, id), At: now}
 	}
-	return nil
+	if len(failing) == 0 {
+		return nil
+	}
+	id := slices.Min(failing)
+	st, _ := s.Stage(id)
+	first := s.forEaches[id].failedIterations()[0]
+	msg := fmt.Sprintf("iteration %d of %s %q failed (onFailure %q)", first, workflow.ModuleForEach, st.ComponentID, workflow.OnFailureFail)
+	return StageFailed{RunID: s.ID, StageID: id, Error: failure("iteration_failed", msg, id), At: now}
 }
 
 // gatherEdge reports whether e leaves a FOR_EACH body for a component outside it: its `to`
