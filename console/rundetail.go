@@ -83,16 +83,10 @@ func runGraphDetail(st *run.State) RunDetail {
 		out.Components[i] = RunComponent{ID: c.ID, Name: c.Name, Module: c.Module, Position: c.Position, Attempts: c.Attempts}
 	}
 	// FOR_EACH bodies: which loop each body component runs in, and the stage of each loop.
-	bodyOf, bodySize := map[string]string{}, map[string]int{}
+	bodyOf, bodySize := g.InnermostBodies(), map[string]int{}
 	loopStage := map[string]run.Stage{}
-	for _, c := range def.Components {
-		if c.Module != workflow.ModuleForEach {
-			continue
-		}
-		for b := range g.Body(c.ID) {
-			bodyOf[b] = c.ID
-			bodySize[c.ID]++
-		}
+	for _, f := range bodyOf {
+		bodySize[f]++
 	}
 	for _, s := range st.Stages {
 		i, ok := at[s.ComponentID]

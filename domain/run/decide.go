@@ -166,6 +166,9 @@ func (s *State) advance(now time.Time) domain.Event {
 	if d := s.Deadline(); !d.IsZero() && !now.Before(d) {
 		return s.timedOut(now)
 	}
+	if e := s.failLoops(now); e != nil {
+		return e
+	}
 	if s.Failed > 0 || !s.CancelAt.IsZero() {
 		if s.Pending-s.openForEaches() > 0 {
 			return nil // let running stages finish, so their usage and failures are counted
@@ -236,7 +239,7 @@ func (s *State) settleForEaches(now time.Time) domain.Event {
 				fmt.Sprintf("%d items; a %s iterates over at most %d", len(fe.Items), workflow.ModuleForEach, workflow.MaxItems), st.ID)}
 		}
 		if fe.Done == len(fe.Items) {
-			out, _ := json.Marshal(map[string]int{"count": len(fe.Items)})
+			out := fe.output(len(fe.Items))
 			return StageCompleted{RunID: s.ID, StageID: st.ID, Output: out, At: now}
 		}
 	}
@@ -252,7 +255,7 @@ func (s *State) ready() []Dispatch {
 		if !s.scope[id] || s.body[id] != "" || id == s.TriggerID {
 			continue
 		}
-		if _, ok := s.stageAt(id, NoIteration); !ok && s.upstreamsDone(id, NoIteration, "") {
+		if _, ok := s.stageAt(id, NoIteration); !ok && s.upstreamsDone(id, NoIteration, Stage{}) {
 			out = append(out, s.dispatchOf(id, NoIteration, Stage{}))
 		}
 	}
@@ -278,12 +281,15 @@ func (s *State) ready() []Dispatch {
 
 // readyIn lists the ready stages of iteration it of the FOR_EACH stage fe.
 func (s *State) readyIn(fe Stage, it int) []Dispatch {
+	if s.forEaches[fe.ID].stopped(it) {
+		return nil
+	}
 	var out []Dispatch
 	for _, id := range s.graph.Order {
 		if s.body[id] != fe.ComponentID {
 			continue
 		}
-		if _, ok := s.stageAt(id, it); !ok && s.upstreamsDone(id, it, fe.ComponentID) {
+		if _, ok := s.keyed(id, fe.ID, it); !ok && s.upstreamsDone(id, it, fe) {
 			out = append(out, s.dispatchOf(id, it, fe))
 		}
 	}
@@ -291,17 +297,20 @@ func (s *State) readyIn(fe Stage, it int) []Dispatch {
 }
 
 // upstreamsDone reports whether every in-scope upstream of component id has completed for
-// iteration it (a FOR_EACH feeds its body as soon as the iteration is admitted).
-func (s *State) upstreamsDone(id string, it int, forEach string) bool {
+// iteration it of the FOR_EACH stage loop (a FOR_EACH feeds its body as soon as the iteration
+// is admitted).
+func (s *State) upstreamsDone(id string, it int, loop Stage) bool {
 	for _, e := range s.graph.In[id] {
-		if !s.scope[e.From] || e.From == forEach {
+		if !s.scope[e.From] || e.From == loop.ComponentID {
 			continue
 		}
-		at := NoIteration
-		if s.body[e.From] != "" {
-			at = it
+		if s.gatherEdge(e) {
+			if !s.loopEnded(e.From, loop, it) {
+				return false
+			}
+			continue
 		}
-		up, ok := s.stageAt(e.From, at)
+		up, ok := s.lookup(e.From, loop, it)
 		if !ok || up.Status != StageStatusCompleted {
 			return false
 		}
@@ -312,8 +321,8 @@ func (s *State) upstreamsDone(id string, it int, forEach string) bool {
 // dispatchOf is the dispatch of component in iteration it of the FOR_EACH stage fe (the zero
 // Stage outside any), once its upstreams completed.
 func (s *State) dispatchOf(component string, it int, fe Stage) Dispatch {
-	d := Dispatch{StageID: StageID(s.ID, component, it), ComponentID: component, Iteration: it, ParentStageID: fe.ID}
-	if !slices.ContainsFunc(s.graph.In[component], func(e workflow.Edge) bool { return s.taken(e, it, fe.ComponentID) }) {
+	d := Dispatch{StageID: s.stageID(component, fe, it), ComponentID: component, Iteration: it, ParentStageID: fe.ID}
+	if !slices.ContainsFunc(s.graph.In[component], func(e workflow.Edge) bool { return s.taken(e, it, fe) }) {
 		d.Skipped = true
 		return d
 	}
@@ -326,21 +335,20 @@ func (s *State) dispatchOf(component string, it int, fe Stage) Dispatch {
 	return d
 }
 
-// taken reports whether edge e into a stage of iteration it was taken: a FOR_EACH always feeds
-// its body (forEach); any other upstream stage must have run (not skipped) and the edge's
+// taken reports whether edge e into a stage of iteration it of the FOR_EACH stage loop (the
+// zero Stage outside any) was taken: a FOR_EACH always feeds its body; any other upstream stage must have run (not skipped) and the edge's
 // condition, if it has one, must have held for its output.
-func (s *State) taken(e workflow.Edge, it int, forEach string) bool {
+func (s *State) taken(e workflow.Edge, it int, loop Stage) bool {
 	if !s.scope[e.From] {
 		return false
 	}
-	if e.From == forEach {
+	if e.From == loop.ComponentID && loop.ID != "" {
 		return true
 	}
-	at := NoIteration
-	if s.body[e.From] != "" {
-		at = it
+	if s.gatherEdge(e) {
+		return s.loopRan(e.From, loop, it)
 	}
-	up, ok := s.stageAt(e.From, at)
+	up, ok := s.lookup(e.From, loop, it)
 	return ok && up.Status == StageStatusCompleted && !up.Skipped && (e.When == "" || up.Conditions[e.To])
 }
 
@@ -348,23 +356,23 @@ func (s *State) taken(e workflow.Edge, it int, forEach string) bool {
 // whose edges were taken (Edge).
 func (s *State) StageInput(st Stage) json.RawMessage {
 	var ups []workflow.Upstream
+	loop, _ := s.Stage(st.ParentStageID)
 	for _, e := range s.graph.In[st.ComponentID] {
 		if !s.scope[e.From] {
 			continue
 		}
 		if fe, ok := s.forEaches[st.ParentStageID]; ok && e.From == s.body[st.ComponentID] {
-			item, _ := json.Marshal(map[string]any{"item": fe.Items[st.Iteration], "index": st.Iteration})
-			ups = append(ups, workflow.Upstream{Edge: e, Output: item})
+			ups = append(ups, workflow.Upstream{Edge: e, Output: feed(fe, st.Iteration)})
 			continue
 		}
-		if !s.taken(e, st.Iteration, "") {
+		if !s.taken(e, st.Iteration, loop) {
 			continue
 		}
-		at := NoIteration
-		if s.body[e.From] != "" {
-			at = st.Iteration
+		if s.gatherEdge(e) {
+			ups = append(ups, workflow.Upstream{Edge: e, Output: s.gathered(e, loop, st.Iteration)})
+			continue
 		}
-		up, _ := s.stageAt(e.From, at)
+		up, _ := s.lookup(e.From, loop, st.Iteration)
 		ups = append(ups, workflow.Upstream{Edge: e, Output: up.Output})
 	}
 	return workflow.BuildInput(ups)

@@ -43,10 +43,15 @@ type forEach struct {
 	Started, Done int
 	// completed counts the completed body stages of each open iteration (admitted, not done).
 	completed map[int]int
+	// loop holds what a config.body gives the iterations (gather.go).
+	loop
 }
 
+// stageKey finds a stage by component, the FOR_EACH stage it iterates in ("" outside any)
+// and its iteration: a nested loop's body runs once per item of each outer iteration.
 type stageKey struct {
 	component string
+	parent    string
 	iteration int
 }
 
@@ -86,6 +91,9 @@ type State struct {
 	byKey     map[stageKey]int
 	byExec    map[string]int
 	forEaches map[string]*forEach // by stage id
+	// tolerated counts the failed stages of FOR_EACH iterations with onFailure "continue":
+	// FAILED stages that do not fail the run (not in Failed).
+	tolerated int
 }
 
 // JobID is the id of the run's trigger stage, returned by the trigger call as jobId.
@@ -109,6 +117,7 @@ func (s *State) Clone() State {
 	for id, fe := range s.forEaches {
 		cp := *fe
 		cp.completed = maps.Clone(fe.completed)
+		cp.loop = fe.loop.clone()
 		c.forEaches[id] = &cp
 	}
 	return c
@@ -167,7 +176,7 @@ func (s *State) Apply(e domain.Event) {
 	case StageCompleted:
 		s.complete(ev)
 	case StageFailed:
-		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) {
+		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) && !s.iterationFailed(ev.StageID) {
 			s.Failed++
 		}
 	case CancelRequested:
@@ -187,16 +196,7 @@ func (s State) start(ev Triggered) State {
 	s.ParentRunID, s.ParentStageID, s.Chain = ev.ParentRunID, ev.ParentStageID, ev.Chain
 	s.graph = ev.Definition.Graph()
 	s.scope = s.graph.Reachable(ev.TriggerID)
-	s.body, s.bodySize = map[string]string{}, map[string]int{}
-	for id := range s.scope {
-		if s.graph.Components[id].Module != workflow.ModuleForEach {
-			continue
-		}
-		for b := range s.graph.Body(id) {
-			s.body[b] = id
-			s.bodySize[id]++
-		}
-	}
+	s.body, s.bodySize = bodies(s.graph, s.scope)
 	s.dispatch(Dispatch{StageID: s.JobID(), ComponentID: ev.TriggerID, Iteration: NoIteration}, ev.At)
 	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, Conditions: ev.Conditions, At: ev.At})
 	return s
@@ -211,7 +211,7 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 		ParentStageID: d.ParentStageID, Status: StageStatusCreated, ExecutionID: d.ExecutionID, Skipped: d.Skipped, ChildRunID: d.ChildRunID,
 		DispatchedAt: at, Attempt: 1, UpdatedAt: at}
 	s.byID[st.ID] = len(s.Stages)
-	s.byKey[stageKey{c.ID, d.Iteration}] = len(s.Stages)
+	s.byKey[stageKey{c.ID, d.ParentStageID, d.Iteration}] = len(s.Stages)
 	if st.ExecutionID != "" {
 		s.byExec[st.ExecutionID] = len(s.Stages)
 	}
@@ -222,10 +222,11 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 			}
 			fe.Started = d.Iteration + 1
 		}
+		s.bodyDispatched(d)
 	}
 	if c.Module == workflow.ModuleForEach && !d.Skipped {
 		st.Status = StageStatusRunning
-		s.forEaches[st.ID] = s.expand(c)
+		s.forEaches[st.ID] = s.expand(c, d)
 	}
 	s.Stages = append(s.Stages, st)
 	s.Pending++
@@ -233,18 +234,19 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 
 // expand reads a FOR_EACH's items from its upstream's output; a value that is not an array
 // leaves Items nil, which the scheduler turns into the stage's failure.
-func (s *State) expand(c workflow.Component) *forEach {
+func (s *State) expand(c workflow.Component, d Dispatch) *forEach {
 	cfg, _ := workflow.ParseForEach(c.Config)
-	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}}
+	fe := &forEach{Concurrency: cfg.Concurrency, completed: map[int]int{}, loop: newLoop(cfg)}
 	in := s.graph.In[c.ID]
 	if len(in) != 1 {
 		return fe
 	}
-	up, ok := s.stageAt(in[0].From, NoIteration)
+	loop, _ := s.Stage(d.ParentStageID)
+	out, ok := s.upstreamOutput(in[0], loop, d.Iteration)
 	if !ok {
 		return fe
 	}
-	v, _ := workflow.Lookup(up.Output, cfg.Items)
+	v, _ := workflow.Lookup(out, cfg.Items)
 	var items []json.RawMessage
 	if json.Unmarshal(v, &items) == nil && items != nil {
 		fe.Items = items
@@ -253,7 +255,15 @@ func (s *State) expand(c workflow.Component) *forEach {
 }
 
 func (s *State) stageAt(component string, iteration int) (Stage, bool) {
-	i, ok := s.byKey[stageKey{component, iteration}]
+	parent := ""
+	if iteration != NoIteration {
+		parent = StageID(s.ID, s.body[component], NoIteration) // a loop outside any other
+	}
+	return s.keyed(component, parent, iteration)
+}
+
+func (s *State) keyed(component, parent string, iteration int) (Stage, bool) {
+	i, ok := s.byKey[stageKey{component, parent, iteration}]
 	if !ok {
 		return Stage{}, false
 	}
@@ -297,6 +307,7 @@ func (s *State) complete(ev StageCompleted) {
 			fe.Done++
 			delete(fe.completed, st.Iteration)
 		}
+		s.bodyEnded(fe, st.Iteration)
 	}
 }
 

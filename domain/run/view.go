@@ -54,7 +54,7 @@ type Detail struct {
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
 func (s *State) Detail() Detail {
 	d := Detail{ID: s.ID, WorkflowID: s.WorkflowID, Status: s.Status, PendingStageCount: s.Pending,
-		FailedStageCount: s.Failed, TotalUsage: s.TotalUsage, Error: nullable(s.Error), CreatedAt: s.CreatedAt,
+		FailedStageCount: s.FailedStages(), TotalUsage: s.TotalUsage, Error: nullable(s.Error), CreatedAt: s.CreatedAt,
 		UpdatedAt: s.UpdatedAt, RunStages: make([]StageView, len(s.Stages)), Output: s.Output()}
 	d.CancelRequestedAt, d.CancelReason = s.cancellation()
 	if s.ParentRunID != "" {
@@ -133,7 +133,7 @@ type StreamEvent struct {
 // StreamEvent renders the run's current state as a stream event.
 func (s *State) StreamEvent() StreamEvent {
 	e := StreamEvent{ID: s.ID, Status: s.Status, Timestamp: s.UpdatedAt, Output: StreamOutput{TotalUsage: s.TotalUsage,
-		PendingStageCount: s.Pending, FailedStageCount: s.Failed, NonTerminalStages: []NonTerminalStage{}}}
+		PendingStageCount: s.Pending, FailedStageCount: s.FailedStages(), NonTerminalStages: []NonTerminalStage{}}}
 	e.Output.CancelRequestedAt, e.Output.CancelReason = s.cancellation()
 	if s.Status == StatusFailed {
 		err := nullable(s.Error)

@@ -116,7 +116,20 @@ type ForEachConfig struct {
 	Items string `json:"items"`
 	// Concurrency bounds the iterations in flight (default DefaultConcurrency).
 	Concurrency int `json:"concurrency,omitempty"`
+	// Body lists the components run once per item; empty means everything downstream.
+	// Components downstream of an explicit body and outside it gather its results.
+	Body []string `json:"body,omitempty"`
+	// OnFailure is OnFailureFail (the default) or OnFailureContinue; only with Body.
+	OnFailure string `json:"onFailure,omitempty"`
 }
+
+// What a FOR_EACH with a body does when an iteration fails.
+const (
+	// OnFailureFail: the first failed iteration fails the FOR_EACH and the run.
+	OnFailureFail = "fail"
+	// OnFailureContinue: the FOR_EACH completes; the failed iterations are listed.
+	OnFailureContinue = "continue"
+)
 
 // ModuleCheck validates a module component's config: nil, or an error naming the field
 // ("module" for an unknown module, "config..." for the config) as a *domain.ValidationError.
@@ -316,7 +329,7 @@ func ParseForEach(config json.RawMessage) (ForEachConfig, error) {
 	dec := json.NewDecoder(strings.NewReader(string(config)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return fc, domain.Invalid("config", "must be {\"items\": path, \"concurrency\": n}: %v", err)
+		return fc, domain.Invalid("config", "must be {\"items\": path, \"concurrency\": n, \"body\": [ids], \"onFailure\": \"fail\" | \"continue\"}: %v", err)
 	}
 	if strings.TrimSpace(fc.Items) == "" {
 		return fc, domain.Invalid("config.items", "is required: the path of the array to iterate over in the upstream output (\".\" for the whole output)")
@@ -326,6 +339,14 @@ func ParseForEach(config json.RawMessage) (ForEachConfig, error) {
 	}
 	if fc.Concurrency < 1 || fc.Concurrency > MaxConcurrency {
 		return fc, domain.Invalid("config.concurrency", "must be from 1 to %d", MaxConcurrency)
+	}
+	switch {
+	case fc.OnFailure != "" && fc.OnFailure != OnFailureFail && fc.OnFailure != OnFailureContinue:
+		return fc, domain.Invalid("config.onFailure", "must be %q or %q", OnFailureFail, OnFailureContinue)
+	case fc.OnFailure != "" && len(fc.Body) == 0:
+		return fc, domain.Invalid("config.onFailure", "needs config.body: without a body every failure fails the run")
+	case fc.OnFailure == "":
+		fc.OnFailure = OnFailureFail
 	}
 	return fc, nil
 }

@@ -88,19 +88,15 @@ func (g Graph) validate(d Definition) error {
 			}
 		}
 	}
+	if err := g.validateBodies(d); err != nil {
+		return err
+	}
 	for _, id := range g.Order {
 		if !reached[id] {
 			return domain.Invalid(componentField(d, id), "is not reachable from any %s trigger", ModuleTrigger)
 		}
-		if g.Components[id].Module == ModuleForEach {
-			for b := range g.Body(id) {
-				if g.Components[b].Module == ModuleForEach {
-					return domain.Invalid(componentField(d, b), "a %s inside the body of %s %q is not supported", ModuleForEach, ModuleForEach, id)
-				}
-			}
-		}
 	}
-	return nil
+	return g.validateNesting(d)
 }
 
 func componentField(d Definition, id string) string {
@@ -163,8 +159,16 @@ func (g Graph) Reachable(from string) map[string]bool {
 	return out
 }
 
-// Body is the components a FOR_EACH runs once per item: everything downstream of it.
+// Body is the components a FOR_EACH runs once per item: those its config.body lists, or
+// everything downstream of it.
 func (g Graph) Body(forEach string) map[string]bool {
+	if cfg, err := ParseForEach(g.Components[forEach].Config); err == nil && len(cfg.Body) > 0 {
+		body := make(map[string]bool, len(cfg.Body))
+		for _, id := range cfg.Body {
+			body[id] = true
+		}
+		return body
+	}
 	body := g.Reachable(forEach)
 	delete(body, forEach)
 	return body

@@ -33,6 +33,31 @@ func BenchmarkForEach1000(b *testing.B) {
 	}
 }
 
+// BenchmarkForEach1000Gather is BenchmarkForEach1000 with config.body and a core.echo stage
+// after the loop that gathers the 1,000 outputs (docs/performance.md; target at most 1 s).
+func BenchmarkForEach1000Gather(b *testing.B) {
+	const n = 1000
+	env := testenv.New(b)
+	ws := env.Workspace(b, 1_000_000)
+	startExecutor(b, env)
+	startScheduler(b, env)
+	wf := create(b, env, ws, fmt.Sprintf(`{"name": "gather-%d", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 100, "body": ["work"]}},
+		{"id": "work", "module": "core.echo"}, {"id": "sum", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"n": "item"}},
+		{"from": "work", "to": "sum"}]}`, n))
+	for b.Loop() {
+		start := time.Now()
+		id := trigger(b, env, ws, wf, itemsInput(n))
+		st := waitRun(b, env, id)
+		if st.Status != run.StatusCompleted || len(st.Stages) != n+3 {
+			b.Fatalf("run %s with %d stages, want COMPLETED with %d", st.Status, len(st.Stages), n+3)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s/run")
+	}
+}
+
 // BenchmarkLinearRuns runs a 3-stage linear workflow from several callers at once, each
 // triggering a run and waiting for its end before the next (a closed loop, so the figure is
 // the sustained rate rather than a backlog draining), and reports runs finished per second and
