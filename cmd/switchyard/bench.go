@@ -36,6 +36,8 @@ type benchOptions struct {
 	// event store, executor and projections); clients are spread over them.
 	instances int
 	idle      int
+	// runs is how many workflow runs the runs phase's --clients callers complete.
+	runs int
 	// cacheWindow is the service's cache window: 0, the default here, so that every call runs
 	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
 	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
@@ -45,7 +47,7 @@ type benchOptions struct {
 func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [submit|wait|idle|e2e|floor]...",
+		Use:   "bench [submit|wait|idle|e2e|runs|floor]...",
 		Short: "Measure the SDK API on this machine: submit throughput, waitForMs latency, end-to-end executions/s",
 		Long: "bench starts the service in this process on a loopback port against DATABASE_URL (it migrates\n" +
 			"the schema and creates a throw-away workspace with credits and an API key), then drives it\n" +
@@ -54,6 +56,10 @@ func newBenchCmd() *cobra.Command {
 			"  wait    submits with waitForMs at --rate requests/s for --duration; latency percentiles\n" +
 			"  idle    --idle submits with waitForMs one at a time (one caller, idle server); latency percentiles\n" +
 			"  e2e     --total submits, then waits until every one is COMPLETED and charged\n" +
+			"  runs    a workflow of three core.echo stages (ON_API_CALLED -> a -> b -> c), each run\n" +
+			"          triggered and followed on its stream to COMPLETED: --idle runs one at a time\n" +
+			"          (latency percentiles), then --runs runs by --clients callers (runs/s and\n" +
+			"          stages/s, with stages/s over e2e's executions/s when e2e ran before it)\n" +
 			"  floor   the submit phase against the service's SDK authentication alone (key, timestamp,\n" +
 			"          signature, replay guard and rate limit in memory) and a handler that answers\n" +
 			"          CREATED without a database: the least a submit can cost here (needs no database)\n\n" +
@@ -65,7 +71,7 @@ func newBenchCmd() *cobra.Command {
 			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
-		ValidArgs: []string{"submit", "wait", "idle", "e2e", "floor"},
+		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "floor"},
 		Args:      cobra.OnlyValidArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -88,11 +94,12 @@ func newBenchCmd() *cobra.Command {
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o, phases)
 		},
 	}
-	cmd.Flags().IntVar(&o.clients, "clients", 32, "concurrent clients for submit and e2e")
+	cmd.Flags().IntVar(&o.clients, "clients", 32, "concurrent clients for submit, e2e and runs")
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "how long submit and wait run")
 	cmd.Flags().IntVar(&o.rate, "rate", 200, "requests per second for wait")
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
-	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle")
+	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle, and runs one at a time for runs")
+	cmd.Flags().IntVar(&o.runs, "runs", 1000, "workflow runs for runs' --clients callers")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
@@ -159,11 +166,18 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		runtime.GC()
 		defer writeAllocs(o.memProfile)
 	}
+	var e2eRate float64 // e2e's executions/s, which runs compares its stages/s with
 	for _, phase := range phases {
 		counts := func(ctx context.Context) (map[string]int, error) {
 			return apps[0].queries.ExecutionCounts(ctx, workspace)
 		}
-		if err := benchPhase(ctx, out, o, clients, counts, phase); err != nil {
+		var err error
+		if phase == "runs" {
+			err = benchRunsPhase(ctx, out, o, apps[0], workspace, clients, e2eRate)
+		} else {
+			err = benchPhase(ctx, out, o, clients, counts, phase, &e2eRate)
+		}
+		if err != nil {
 			return fmt.Errorf("bench %s: %w", phase, err)
 		}
 		if !o.submitOnly {
@@ -289,7 +303,8 @@ func benchKey(ctx context.Context, a *app) (commands.APIKeyMinted, string, error
 // executionCounts counts the bench workspace's executions by status, from the read model.
 type executionCounts func(context.Context) (map[string]int, error)
 
-func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c []*client.Client, counts executionCounts, phase string) error {
+// benchPhase runs one of submit, wait, idle and e2e; e2e leaves its executions/s in e2eRate.
+func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c []*client.Client, counts executionCounts, phase string, e2eRate *float64) error {
 	switch phase {
 	case "submit":
 		n, errs, took := benchSubmit(ctx, c, o.clients, o.duration)
@@ -308,8 +323,9 @@ func benchPhase(ctx context.Context, out io.Writer, o benchOptions, c []*client.
 		if err != nil {
 			return err
 		}
+		*e2eRate = float64(o.total) / took.Seconds()
 		fmt.Fprintf(out, "e2e: %d executions submitted and COMPLETED in %s: %.0f executions/s\n",
-			o.total, took.Round(time.Millisecond), float64(o.total)/took.Seconds())
+			o.total, took.Round(time.Millisecond), *e2eRate)
 	}
 	return nil
 }
