@@ -14,12 +14,13 @@
 #    with two service instances sharing the database, measured after a warm-up e2e in their
 #    process as the one-instance e2e is after the phases before it (INSTANCES2=0 skips it);
 #    both again at LOAD_CLIENTS clients, e2e with the service's default cache window
-#    (CACHE_WINDOW, distinct calls, each opening a window), and the submit path alone
-#    (--submit-only).
+#    (CACHE_WINDOW, distinct calls, each opening a window), workflow runs of three core.echo
+#    stages beside an e2e of the same process (IDLE runs one at a time, RUNS by CLIENTS
+#    callers; RUNS=0 skips it), and the submit path alone (--submit-only).
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
-#        LOAD_CLIENTS=128 CACHE_WINDOW=10m by default; RIVER=0 skips River, CACHE_WINDOW=0 the
+#        LOAD_CLIENTS=128 CACHE_WINDOW=10m RUNS=1000 by default; RIVER=0 skips River, CACHE_WINDOW=0 the
 #        cache-window phase)
 # Server: PGHOST/PGPORT/PGUSER (default 127.0.0.1:5432, postgres). Needs pgbench, psql, go.
 set -euo pipefail
@@ -34,6 +35,7 @@ RIVER="${RIVER:-1}"
 INSTANCES2="${INSTANCES2:-1}"
 LOAD_CLIENTS="${LOAD_CLIENTS:-128}"
 CACHE_WINDOW="${CACHE_WINDOW:-10m}"
+RUNS="${RUNS:-1000}"
 RIVER_VERSION="${RIVER_VERSION:-v0.29.0}"
 SCRATCH_DB="sw_bench_sdk_$$"
 RIVER_DB="sw_bench_river_$$"
@@ -113,6 +115,13 @@ if [ "$CACHE_WINDOW" != 0 ]; then
 	quiesce
 	"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" | sed 's/^e2e:/e2e-cache:/' | tee -a "$work/bench.txt"
 fi
+# Workflow runs (ON_API_CALLED -> three core.echo stages) trigger to COMPLETED, their stages/s
+# set beside the executions/s of an e2e in the same process (issue 29's targets).
+if [ "$RUNS" != 0 ]; then
+	quiesce
+	"$work/switchyard" bench e2e runs --clients "$CLIENTS" --total "$TOTAL" --idle "$IDLE" --runs "$RUNS" |
+		sed 's/^e2e:/e2e-runs:/' | tee -a "$work/bench.txt"
+fi
 # Last, as its executions are left unexecuted: the submit path alone, with no executor competing.
 quiesce
 "$work/switchyard" bench submit --submit-only --clients "$CLIENTS" --duration "${DURATION}s" | sed 's/^submit:/submit-only:/' | tee -a "$work/bench.txt"
@@ -148,3 +157,5 @@ grep '^claims-load:' "$work/bench.txt" | sed 's/^claims-load:/two instances unde
 [ -n "$e2ec" ] && printf 'end-to-end with %s cache windows:      %s/s (ratio %s to River)\n' "$CACHE_WINDOW" "$e2ec" "$(ratio "$e2ec" "$jobs")"
 printf 'waitForMs, one caller, idle:            p50 %s (target 5ms)\n' "$idle_p50"
 printf 'waitForMs at %s/s:                      %s (targets p50 10ms, p99 50ms)\n' "$RATE" "${wait_line#wait: }"
+grep '^runs idle:' "$work/bench.txt" | sed 's/$/ (target p50 15ms)/' || true
+grep '^runs:' "$work/bench.txt" | sed 's/$/ (target 0.90 of e2e)/' || true
