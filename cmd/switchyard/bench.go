@@ -115,6 +115,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	if o.cacheWindow < 0 {
 		return fmt.Errorf("--cache-window must not be negative")
 	}
+	if slices.Contains(phases, "runs") && (o.runs < 1 || o.idle < 0) {
+		return fmt.Errorf("--runs must be at least 1 and --idle not negative for the runs phase")
+	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var apps []*app

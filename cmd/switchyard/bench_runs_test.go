@@ -32,6 +32,9 @@ func TestBenchRunsCompletesThreeStageRuns(t *testing.T) {
 	if completed != 11 || other != 0 {
 		t.Fatalf("%d COMPLETED runs and %d others, want 11 and none", completed, other)
 	}
+	if res := c.run("bench", "runs", "--runs", "0"); res.code == 0 || !strings.Contains(res.stderr, "--runs") {
+		t.Fatalf("no runs: %s", res)
+	}
 	// Without e2e before it, runs says it has nothing to compare with.
 	res = c.ok("bench", "runs", "--clients", "2", "--idle", "1", "--runs", "2")
 	if !strings.Contains(res.stdout, "no e2e phase before it to compare with (0 errors)") {
