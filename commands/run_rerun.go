@@ -1,0 +1,52 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/run"
+)
+
+// RerunRun starts a new run of an ended run's copied definition (run.DecideRerun).
+type RerunRun struct {
+	RunID    string
+	APIKeyID string
+	// FromStage, when set, is the component the re-run restarts at; Input, when set, replaces
+	// the trigger body.
+	FromStage string
+	Input     json.RawMessage
+}
+
+// RerunRun starts a re-run of an ended run, copying the stages completed upstream of its
+// restart point (run.DecideRerun). The workspace's balance must cover one pass, as a trigger's;
+// an unknown fromStage is domain.ErrInvalid and a run not ended domain.ErrConflict.
+func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, error) {
+	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
+		return TriggeredRun{}, err
+	}
+	orig, err := h.Run(ctx, c.RunID)
+	if err != nil {
+		return TriggeredRun{}, err
+	}
+	r := run.Rerun{FromStage: c.FromStage, Input: c.Input}
+	id := uuid.NewString()
+	if _, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now()); err != nil {
+		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402
+	}
+	if err := h.checkBalance(ctx, orig.WorkspaceID, h.passCost(orig.Definition)); err != nil {
+		return TriggeredRun{}, err
+	}
+	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+		if s.Exists {
+			return nil, domain.ErrAlreadyExists
+		}
+		return run.DecideRerun(orig, id, c.APIKeyID, r, edgeCondition(ctx), h.now())
+	})
+	if err != nil {
+		return TriggeredRun{}, wrap("re-run "+c.RunID, err)
+	}
+	return TriggeredRun{RunID: st.ID, JobID: st.JobID()}, nil
+}
