@@ -131,3 +131,46 @@ func TestRerunFoldsFromItsOwnEvents(t *testing.T) {
 		t.Fatalf("decoded re-run reused %v", got)
 	}
 }
+
+func TestRerunOfOneIterationCopiesTheOthers(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [10, 11, 12, 13]}`)
+	for d := h.step(); len(d) > 0; {
+		d = append(d[1:], h.step(done(d[0], h.inputOf(d[0])))...)
+	}
+	if h.s.Status != run.StatusCompleted {
+		t.Fatalf("original %+v", h.s.Detail())
+	}
+	two := 2
+	n := rerun(t, h, run.Rerun{FromStage: "each", Iteration: &two})
+	d := n.step()
+	if len(d) != 1 || d[0].ComponentID != "work" || d[0].Iteration != 2 || n.inputOf(d[0]) != `{"n":12}` {
+		t.Fatalf("dispatched %+v", d)
+	}
+	var its []int
+	for _, st := range n.s.Stages {
+		if st.Reused {
+			its = append(its, st.Iteration)
+		}
+	}
+	if len(its) != 3 || its[0] != 0 || its[1] != 1 || its[2] != 3 {
+		t.Fatalf("reused iterations %v, want [0 1 3]", its)
+	}
+	if more := n.step(done(d[0], `{}`)); len(more) != 0 {
+		t.Fatalf("dispatched after the iteration: %+v", more)
+	}
+	if n.s.Status != run.StatusCompleted || n.s.TotalUsage != 1000 || string(n.s.Stages[1].Output) != `{"count":4}` {
+		t.Fatalf("re-run %+v", n.s.Detail())
+	}
+}
+
+func TestRerunRefusesAnIterationOutsideALoopItRan(t *testing.T) {
+	h := start(t, def(t, loop), `{"items": [1]}`)
+	for d := h.step(); len(d) > 0; {
+		d = h.step(done(d[0], `{}`))
+	}
+	for _, r := range []run.Rerun{{FromStage: "work", Iteration: new(int)}, {Iteration: new(int)}, {FromStage: "each", Iteration: new(5)}} {
+		if _, err := run.DecideRerun(h.s, "run-2", "", r, cond, t0); !errors.Is(err, domain.ErrInvalid) {
+			t.Fatalf("%+v: %v", r, err)
+		}
+	}
+}

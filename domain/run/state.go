@@ -95,6 +95,9 @@ type State struct {
 	byKey     map[stageKey]int
 	byExec    map[string]int
 	forEaches map[string]*forEach // by stage id
+	// reusedBody holds the body stages a re-run copies, by FOR_EACH component (reuseBody); set
+	// once by Triggered and never changed, so copies of the state share it.
+	reusedBody map[string][]Reuse
 	// tolerated counts the failed stages of FOR_EACH iterations with onFailure "continue":
 	// FAILED stages that do not fail the run (not in Failed).
 	tolerated int
@@ -168,6 +171,7 @@ func (s *State) Apply(e domain.Event) {
 	case StagesDispatched:
 		for _, d := range ev.Stages {
 			s.dispatch(d, ev.At)
+			s.reuseBody(d, ev.At)
 			if d.Skipped {
 				s.complete(StageCompleted{StageID: d.StageID, Output: json.RawMessage("null"), At: ev.At})
 			}
