@@ -187,6 +187,8 @@ type Rerun struct {
 	FromStage string `json:"fromStage,omitempty"`
 	// Input replaces the trigger body; without FromStage, the whole run runs again.
 	Input any `json:"input,omitempty"`
+	// Iteration, when set, restarts only that iteration of FromStage, a FOR_EACH.
+	Iteration *int `json:"iteration,omitempty"`
 }
 
 // RerunRun starts a new run of an ended run's definition, copying the stages completed

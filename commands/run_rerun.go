@@ -18,6 +18,8 @@ type RerunRun struct {
 	// the trigger body.
 	FromStage string
 	Input     json.RawMessage
+	// Iteration, when set, restarts only that iteration of FromStage, a FOR_EACH.
+	Iteration *int
 }
 
 // RerunRun starts a re-run of an ended run, copying the stages completed upstream of its
@@ -31,7 +33,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	if err != nil {
 		return TriggeredRun{}, err
 	}
-	r := run.Rerun{FromStage: c.FromStage, Input: c.Input}
+	r := run.Rerun{FromStage: c.FromStage, Input: c.Input, Iteration: c.Iteration}
 	id := uuid.NewString()
 	if _, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now()); err != nil {
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402

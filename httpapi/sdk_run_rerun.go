@@ -13,6 +13,7 @@ func (s *SDKWorkflows) rerun(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		FromStage *string         `json:"fromStage"`
 		Input     json.RawMessage `json:"input"`
+		Iteration *int            `json:"iteration"`
 	}
 	if !decodeOptionalBody(w, r, &body) {
 		return
@@ -31,7 +32,7 @@ func (s *SDKWorkflows) rerun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, _ := CallerFrom(r.Context())
-	c := commands.RerunRun{RunID: st.ID, APIKeyID: caller.KeyID, Input: body.Input}
+	c := commands.RerunRun{RunID: st.ID, APIKeyID: caller.KeyID, Input: body.Input, Iteration: body.Iteration}
 	if body.FromStage != nil {
 		c.FromStage = *body.FromStage
 	}

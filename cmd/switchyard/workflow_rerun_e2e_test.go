@@ -60,6 +60,29 @@ func TestWorkflowRerunBlackBox(t *testing.T) {
 		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+origID+"/rerun", `{"input": [1]}`), http.StatusBadRequest, "input")
 		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/00000000-0000-0000-0000-000000000000/rerun", ""), http.StatusNotFound, "")
 	})
+	t.Run("one FOR_EACH iteration: the others are reused", func(t *testing.T) {
+		each := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "each", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 2}},
+			{"id": "work", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"n": "item"}}]}`)["id"].(string)
+		first := pollRun(t, c, c.trigger(t, each, `{"items": [10, 11, 12]}`), 30*time.Second, terminal)
+		m := pollRun(t, c, c.rerun(t, first["id"].(string), `{"fromStage": "each", "iteration": 1}`), 30*time.Second, terminal)
+		reused := 0
+		for _, s := range stages(m) {
+			if s["reused"] == true {
+				reused++
+				if s["referenceId"] != "work" || s["iteration"] == float64(1) || s["creditUsage"] != float64(0) {
+					t.Fatalf("reused stage %v", s)
+				}
+			}
+		}
+		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(1) || reused != 2 || len(stages(m)) != 5 {
+			t.Fatalf("re-run of one iteration: %s, usage %v, %d reused of %d stages", m["status"], m["totalUsage"], reused, len(stages(m)))
+		}
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+first["id"].(string)+"/rerun", `{"fromStage": "each", "iteration": 3}`), http.StatusBadRequest, "iteration")
+		spent += first["totalUsage"].(float64) + 1
+	})
 	t.Run("a run that has not ended is 409", func(t *testing.T) {
 		slow := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "slow", "components": [
 			{"id": "t", "module": "ON_API_CALLED"},
