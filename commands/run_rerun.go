@@ -38,7 +38,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	if _, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now()); err != nil {
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402
 	}
-	if err := h.checkBalance(ctx, orig.WorkspaceID, h.passCost(orig.Definition)); err != nil {
+	if err := h.checkBalance(ctx, orig.WorkspaceID, passCost(h.modules, orig.Definition)); err != nil {
 		return TriggeredRun{}, err
 	}
 	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
