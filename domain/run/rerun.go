@@ -66,8 +66,8 @@ func DecideRerun(orig State, newRunID, apiKeyID string, r Rerun, when Condition,
 
 // restart is the components a re-run runs again: from and what is downstream of it, or,
 // without from, every stage that did not complete and what is downstream of those. A
-// FOR_EACH and its body always run again, with what is downstream of them: a re-run copies
-// top-level stages only.
+// FOR_EACH and its body are always in it, with what is downstream of them: only a re-run of
+// one iteration copies body stages (reusableIterations).
 func (s *State) restart(from string) map[string]bool {
 	var roots []string
 	if from != "" {
