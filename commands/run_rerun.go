@@ -3,11 +3,14 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/modules"
 )
 
 // RerunRun starts a new run of an ended run's copied definition (run.DecideRerun).
@@ -23,8 +26,9 @@ type RerunRun struct {
 }
 
 // RerunRun starts a re-run of an ended run, copying the stages completed upstream of its
-// restart point (run.DecideRerun). The workspace's balance must cover one pass, as a trigger's;
-// an unknown fromStage is domain.ErrInvalid and a run not ended domain.ErrConflict.
+// restart point (run.DecideRerun). The workspace's balance must cover one pass over the stages
+// that run again (rerunCost); an unknown fromStage is domain.ErrInvalid and a run not ended
+// domain.ErrConflict.
 func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, error) {
 	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
 		return TriggeredRun{}, err
@@ -35,10 +39,11 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	}
 	r := run.Rerun{FromStage: c.FromStage, Input: c.Input, Iteration: c.Iteration}
 	id := uuid.NewString()
-	if _, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now()); err != nil {
+	planned, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now())
+	if err != nil {
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402
 	}
-	if err := h.checkBalance(ctx, orig.WorkspaceID, passCost(h.modules, orig.Definition)); err != nil {
+	if err := h.checkBalance(ctx, orig.WorkspaceID, rerunCost(h.modules, planned[0].(run.Triggered))); err != nil {
 		return TriggeredRun{}, err
 	}
 	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
@@ -51,4 +56,18 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err)
 	}
 	return TriggeredRun{RunID: st.ID, JobID: st.JobID()}, nil
+}
+
+// rerunCost is a trigger's balance check for what a re-run runs: one pass over the module
+// components it does not copy whole (a loop's component counts once, as in passCost).
+func rerunCost(mods *modules.Registry, ev run.Triggered) int64 {
+	copied := map[string]bool{}
+	for _, r := range ev.Reused {
+		if r.Loop == "" {
+			copied[r.ComponentID] = true
+		}
+	}
+	def := ev.Definition
+	def.Components = slices.DeleteFunc(slices.Clone(def.Components), func(c workflow.Component) bool { return copied[c.ID] })
+	return passCost(mods, def)
 }
