@@ -43,11 +43,13 @@ type Run struct {
 	Output json.RawMessage `json:"output"`
 	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
 	// nil for a run triggered through the API.
-	ParentRunID   *string    `json:"parentRunId"`
-	ParentStageID *string    `json:"parentStageId"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	UpdatedAt     time.Time  `json:"updatedAt"`
-	RunStages     []RunStage `json:"runStages"`
+	ParentRunID   *string `json:"parentRunId"`
+	ParentStageID *string `json:"parentStageId"`
+	// RerunOf is the run this one re-runs (RerunRun); nil for other runs.
+	RerunOf   *string    `json:"rerunOf,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	RunStages []RunStage `json:"runStages"`
 }
 
 // Terminal reports whether the run has ended.
@@ -76,6 +78,9 @@ type RunStage struct {
 	// Skipped is true for a stage none of whose incoming edges was taken (an edge's `when`
 	// was false): it completed without running, with output null and creditUsage 0.
 	Skipped bool `json:"skipped,omitempty"`
+	// Reused is true for a stage a re-run copied from the run it re-runs: it did not run,
+	// creditUsage 0.
+	Reused bool `json:"reused,omitempty"`
 	// ChildRunID is the run a RUN_WORKFLOW stage started.
 	ChildRunID *string   `json:"childRunId,omitempty"`
 	UpdatedAt  time.Time `json:"updatedAt"`
@@ -174,6 +179,25 @@ func (c *Client) CancelRun(ctx context.Context, runID, reason string) (*Run, err
 		return nil, err
 	}
 	return &out, nil
+}
+
+// Rerun is what a re-run restarts; the zero value restarts at the stages that did not complete.
+type Rerun struct {
+	// FromStage is the component to restart at: it and what is downstream of it run again.
+	FromStage string `json:"fromStage,omitempty"`
+	// Input replaces the trigger body; without FromStage, the whole run runs again.
+	Input any `json:"input,omitempty"`
+	// Iteration, when set, restarts only that iteration of FromStage, a FOR_EACH.
+	Iteration *int `json:"iteration,omitempty"`
+}
+
+// RerunRun starts a new run of an ended run's definition, copying the stages completed
+// upstream of the restart point (docs/workflows.md, "Re-running a run"). A run that has not
+// ended answers 409.
+func (c *Client) RerunRun(ctx context.Context, runID string, r Rerun) (TriggeredRun, error) {
+	var out TriggeredRun
+	err := c.do(ctx, http.MethodPost, "/v1/sdk/workflows/executions/"+url.PathEscape(runID)+"/rerun", r, &out)
+	return out, err
 }
 
 // UpdateComponent changes a workflow component's config, name or canvas position (SPEC.md 4.8).

@@ -63,6 +63,8 @@ func TestWorkflowMethods(t *testing.T) {
 			io.WriteString(w, `[{"runId":"r1","jobId":"j1"}]`)
 		case r.URL.Path == "/v1/sdk/workflows/executions/r1", r.URL.Path == "/v1/sdk/workflows/executions/r1/cancel":
 			io.WriteString(w, runJSON)
+		case r.URL.Path == "/v1/sdk/workflows/executions/r1/rerun":
+			io.WriteString(w, `{"runId":"r2","jobId":"j2"}`)
 		case r.URL.Path == "/v1/sdk/workflows/executions/done/cancel":
 			httpapi.WriteError(w, http.StatusConflict, "the run has already finished")
 		case r.URL.Path == "/v1/sdk/workflows/wf1/components/c%201", r.URL.Path == "/v1/sdk/workflows/wf1/components/c 1":
@@ -100,6 +102,9 @@ func TestWorkflowMethods(t *testing.T) {
 	if _, err := c.CancelRun(ctx, "r1", ""); err != nil {
 		t.Fatalf("cancel without reason: %v", err)
 	}
+	if got, err := c.RerunRun(ctx, "r1", client.Rerun{FromStage: "c1"}); err != nil || got != (client.TriggeredRun{RunID: "r2", JobID: "j2"}) {
+		t.Fatalf("rerun: %+v, %v", got, err)
+	}
 	if _, err := c.CancelRun(ctx, "done", ""); !client.IsStatus(err, http.StatusConflict) {
 		t.Fatalf("cancel of a finished run: %v, want the typed 409", err)
 	}
@@ -121,6 +126,7 @@ func TestWorkflowMethods(t *testing.T) {
 		{"GET", "/v1/sdk/workflows/executions/r1", "", ``},
 		{"POST", "/v1/sdk/workflows/executions/r1/cancel", "", `{"reason":"stop"}`},
 		{"POST", "/v1/sdk/workflows/executions/r1/cancel", "", ``},
+		{"POST", "/v1/sdk/workflows/executions/r1/rerun", "", `{"fromStage":"c1"}`},
 		{"POST", "/v1/sdk/workflows/executions/done/cancel", "", ``},
 		{"POST", "/v1/sdk/workflows/wf1/components/c 1", "", `{"config":{"k":"v"},"name":"Renamed","position":[10,20.5]}`},
 		{"GET", "/v1/sdk/workflows", "limit=1&page=2", ``},

@@ -61,7 +61,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
 		return h.startRuns(ctx, c, wf, bound, err)
 	}
-	if err := h.checkBalance(ctx, c.WorkspaceID, h.passCost(wf.Definition)); err != nil {
+	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.modules, wf.Definition)); err != nil {
 		return nil, err
 	}
 	planned := plannedRuns(wf.Definition)
@@ -103,11 +103,11 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 	return out, nil
 }
 
-// passCost is what running every module component of d once costs.
-func (h *Workflows) passCost(d workflow.Definition) int64 {
+// passCost is what running every module component of d once costs, at mods' prices.
+func passCost(mods *modules.Registry, d workflow.Definition) int64 {
 	var total int64
 	for _, c := range d.Components {
-		if m, ok := h.modules.Get(c.Module); ok {
+		if m, ok := mods.Get(c.Module); ok {
 			total += m.CostMilli()
 		}
 	}

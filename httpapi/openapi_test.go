@@ -480,6 +480,10 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	}
 	resp, body = s.sdkCall(t, http.MethodPost, runPath+"/cancel", `{"reason":"too late"}`)
 	conforms(t, spec, resp, body, http.StatusConflict)
+	resp, body = s.sdkCall(t, http.MethodPost, runPath+"/rerun", `{"fromStage":"nope"}`)
+	conforms(t, spec, resp, body, http.StatusBadRequest)
+	resp, body = s.sdkCall(t, http.MethodPost, runPath+"/rerun", "")
+	conforms(t, spec, resp, body, http.StatusOK)
 	resp, body = s.sdkCall(t, http.MethodGet, "/v1/sdk/workflows/executions/"+uuid.NewString(), "")
 	conforms(t, spec, resp, body, http.StatusNotFound)
 	// A run cancelled while it may still be going: 200 with cancelRequestedAt, or 409 if it won

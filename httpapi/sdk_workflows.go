@@ -41,6 +41,7 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/executions/{runId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), Stream)).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/cancel", s.Auth.Route(1, http.HandlerFunc(s.cancel))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/executions/{runId}/rerun", s.Auth.Route(1, http.HandlerFunc(s.rerun))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayNotify))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)

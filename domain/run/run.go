@@ -79,10 +79,14 @@ type Triggered struct {
 	Conditions map[string]bool `json:"conditions,omitempty"`
 	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
 	// Chain is the workflow ids of its ancestors, root first (CheckChild reads it).
-	ParentRunID   string    `json:"parentRunId,omitempty"`
-	ParentStageID string    `json:"parentStageId,omitempty"`
-	Chain         []string  `json:"chain,omitempty"`
-	At            time.Time `json:"at"`
+	ParentRunID   string   `json:"parentRunId,omitempty"`
+	ParentStageID string   `json:"parentStageId,omitempty"`
+	Chain         []string `json:"chain,omitempty"`
+	// RerunOf is the run this one re-runs; Reused the stages it copied from it, COMPLETED at
+	// once without running (DecideRerun).
+	RerunOf string    `json:"rerunOf,omitempty"`
+	Reused  []Reuse   `json:"reused,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // EventType names the event in the log.

@@ -27,6 +27,8 @@ type Stage struct {
 	Skipped bool
 	// ChildRunID is the run a RUN_WORKFLOW stage starts.
 	ChildRunID string
+	// Reused: a re-run copied the stage from the run it re-runs; it did not run here.
+	Reused bool
 	// Conditions is what the `when` of the stage's conditional outgoing edges gave, by
 	// downstream component; shared between copies of the state, never changed once set.
 	Conditions   map[string]bool
@@ -71,8 +73,10 @@ type State struct {
 	ParentRunID   string
 	ParentStageID string
 	Chain         []string
-	Status        Status
-	Error         json.RawMessage
+	// RerunOf is the run this one re-runs (Triggered).
+	RerunOf string
+	Status  Status
+	Error   json.RawMessage
 
 	Stages       []Stage
 	Pending      int
@@ -91,6 +95,9 @@ type State struct {
 	byKey     map[stageKey]int
 	byExec    map[string]int
 	forEaches map[string]*forEach // by stage id
+	// reusedBody holds the body stages a re-run copies, by FOR_EACH component (reuseBody); set
+	// once by Triggered and never changed, so copies of the state share it.
+	reusedBody map[string][]Reuse
 	// tolerated counts the failed stages of FOR_EACH iterations with onFailure "continue":
 	// FAILED stages that do not fail the run (not in Failed).
 	tolerated int
@@ -164,6 +171,7 @@ func (s *State) Apply(e domain.Event) {
 	case StagesDispatched:
 		for _, d := range ev.Stages {
 			s.dispatch(d, ev.At)
+			s.reuseBody(d, ev.At)
 			if d.Skipped {
 				s.complete(StageCompleted{StageID: d.StageID, Output: json.RawMessage("null"), At: ev.At})
 			}
@@ -193,12 +201,13 @@ func (s State) start(ev Triggered) State {
 	s = State{Exists: true, ID: ev.RunID, WorkflowID: ev.WorkflowID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 		TriggerID: ev.TriggerID, Definition: ev.Definition, Input: ev.Input, Status: StatusCreated, CreatedAt: ev.At,
 		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
-	s.ParentRunID, s.ParentStageID, s.Chain = ev.ParentRunID, ev.ParentStageID, ev.Chain
+	s.ParentRunID, s.ParentStageID, s.Chain, s.RerunOf = ev.ParentRunID, ev.ParentStageID, ev.Chain, ev.RerunOf
 	s.graph = ev.Definition.Graph()
 	s.scope = s.graph.Reachable(ev.TriggerID)
 	s.body, s.bodySize = bodies(s.graph, s.scope)
 	s.dispatch(Dispatch{StageID: s.JobID(), ComponentID: ev.TriggerID, Iteration: NoIteration}, ev.At)
 	s.complete(StageCompleted{StageID: s.JobID(), Output: ev.Input, Conditions: ev.Conditions, At: ev.At})
+	s.reuse(ev.Reused, ev.At)
 	return s
 }
 

@@ -24,6 +24,8 @@ type StageView struct {
 	ExecutionAttempt      int             `json:"executionAttempt"`
 	// Skipped: none of the stage's incoming edges was taken; it completed without running.
 	Skipped bool `json:"skipped"`
+	// Reused: a re-run copied the stage, with creditUsage 0, from the run it re-runs.
+	Reused bool `json:"reused"`
 	// ChildRunID is the run a RUN_WORKFLOW stage started; null for other stages.
 	ChildRunID *string   `json:"childRunId"`
 	UpdatedAt  time.Time `json:"updatedAt"`
@@ -44,11 +46,13 @@ type Detail struct {
 	Output json.RawMessage `json:"output"`
 	// ParentRunID and ParentStageID name the RUN_WORKFLOW stage that started a child run;
 	// null for a run triggered through the API.
-	ParentRunID   *string     `json:"parentRunId"`
-	ParentStageID *string     `json:"parentStageId"`
-	CreatedAt     time.Time   `json:"createdAt"`
-	UpdatedAt     time.Time   `json:"updatedAt"`
-	RunStages     []StageView `json:"runStages"`
+	ParentRunID   *string `json:"parentRunId"`
+	ParentStageID *string `json:"parentStageId"`
+	// RerunOf is the run this one re-runs; null for other runs.
+	RerunOf   *string     `json:"rerunOf"`
+	CreatedAt time.Time   `json:"createdAt"`
+	UpdatedAt time.Time   `json:"updatedAt"`
+	RunStages []StageView `json:"runStages"`
 }
 
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
@@ -60,6 +64,10 @@ func (s *State) Detail() Detail {
 	if s.ParentRunID != "" {
 		parent, stage := s.ParentRunID, s.ParentStageID
 		d.ParentRunID, d.ParentStageID = &parent, &stage
+	}
+	if s.RerunOf != "" {
+		of := s.RerunOf
+		d.RerunOf = &of
 	}
 	for i, st := range s.Stages {
 		d.RunStages[i] = st.View()
@@ -82,7 +90,7 @@ func (s *State) cancellation() (*time.Time, *string) {
 func (st Stage) View() StageView {
 	v := StageView{ID: st.ID, ReferenceID: st.ComponentID, Name: st.Name, Module: st.Module, Status: st.Status,
 		Output: nullable(st.Output), Error: nullable(st.Error), CreditUsage: st.CreditUsage, Iteration: st.Iteration,
-		ExecutionAttempt: st.Attempt, Skipped: st.Skipped, UpdatedAt: st.UpdatedAt}
+		ExecutionAttempt: st.Attempt, Skipped: st.Skipped, Reused: st.Reused, UpdatedAt: st.UpdatedAt}
 	if st.ParentStageID != "" {
 		p := st.ParentStageID
 		v.ParentStageID = &p

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// rerun POSTs a re-run of run id and returns the new run's id.
+func (c *rawCaller) rerun(t *testing.T, id, body string) string {
+	t.Helper()
+	r := c.post("/v1/sdk/workflows/executions/"+id+"/rerun", body)
+	mustStatus(t, r, http.StatusOK, "rerun")
+	var out struct{ RunID, JobID string }
+	if err := json.Unmarshal(r.body, &out); err != nil || out.RunID == "" || out.JobID == "" || out.RunID == id {
+		t.Fatalf("rerun answered %s", r.body)
+	}
+	return out.RunID
+}
+
+func TestWorkflowRerunBlackBox(t *testing.T) {
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	c := svc.caller(t, svc.key)
+	wf := svc.createWorkflow(t, svc.key.WorkspaceID, fmt.Sprintf(linearDef, "rerun"))["id"].(string)
+	orig := pollRun(t, c, c.trigger(t, wf, `{"x": 21}`), 30*time.Second, terminal)
+	if orig["status"] != "COMPLETED" || orig["totalUsage"] != 3.5 {
+		t.Fatalf("original run %s, usage %v", orig["status"], orig["totalUsage"])
+	}
+	spent := 3.5
+	origID := orig["id"].(string)
+
+	t.Run("from the third stage: the first two are reused, only the third is charged", func(t *testing.T) {
+		m := pollRun(t, c, c.rerun(t, origID, `{"fromStage": "third"}`), 30*time.Second, terminal)
+		if m["status"] != "COMPLETED" || m["rerunOf"] != origID || m["totalUsage"] != float64(1) || len(stages(m)) != 4 {
+			t.Fatalf("re-run %v", m)
+		}
+		for _, comp := range []string{"first", "second"} {
+			s, was := stageOf(t, m, comp), stageOf(t, orig, comp)
+			if s["status"] != "COMPLETED" || s["reused"] != true || s["creditUsage"] != float64(0) || s["executionEventId"] != nil || fmt.Sprint(s["output"]) != fmt.Sprint(was["output"]) {
+				t.Fatalf("reused stage %s: %v", comp, s)
+			}
+		}
+		third := stageOf(t, m, "third")
+		if out, _ := json.Marshal(third["output"]); third["reused"] != false || third["creditUsage"] != float64(1) || string(out) != `{"value":42}` {
+			t.Fatalf("re-run third stage %v", third)
+		}
+		spent += 1
+	})
+	t.Run("with new input and no fromStage the whole run runs again", func(t *testing.T) {
+		m := pollRun(t, c, c.rerun(t, origID, `{"input": {"x": 5}}`), 30*time.Second, terminal)
+		if out, _ := json.Marshal(stageOf(t, m, "third")["output"]); m["totalUsage"] != 3.5 || string(out) != `{"value":10}` {
+			t.Fatalf("re-run with input: usage %v, third %s", m["totalUsage"], out)
+		}
+		spent += 3.5
+	})
+	t.Run("bad requests", func(t *testing.T) {
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+origID+"/rerun", `{"fromStage": "nope"}`), http.StatusBadRequest, "fromStage")
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+origID+"/rerun", `{"input": [1]}`), http.StatusBadRequest, "input")
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/00000000-0000-0000-0000-000000000000/rerun", ""), http.StatusNotFound, "")
+	})
+	t.Run("one FOR_EACH iteration: the others are reused", func(t *testing.T) {
+		each := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "each", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 2}},
+			{"id": "work", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"n": "item"}}]}`)["id"].(string)
+		first := pollRun(t, c, c.trigger(t, each, `{"items": [10, 11, 12]}`), 30*time.Second, terminal)
+		m := pollRun(t, c, c.rerun(t, first["id"].(string), `{"fromStage": "each", "iteration": 1}`), 30*time.Second, terminal)
+		reused := 0
+		for _, s := range stages(m) {
+			if s["reused"] == true {
+				reused++
+				if s["referenceId"] != "work" || s["iteration"] == float64(1) || s["creditUsage"] != float64(0) {
+					t.Fatalf("reused stage %v", s)
+				}
+			}
+		}
+		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(1) || reused != 2 || len(stages(m)) != 5 {
+			t.Fatalf("re-run of one iteration: %s, usage %v, %d reused of %d stages", m["status"], m["totalUsage"], reused, len(stages(m)))
+		}
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+first["id"].(string)+"/rerun", `{"fromStage": "each", "iteration": 3}`), http.StatusBadRequest, "iteration")
+		spent += first["totalUsage"].(float64) + 1
+	})
+	t.Run("a run that has not ended is 409", func(t *testing.T) {
+		slow := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "slow", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "wait", "module": "core.delay", "config": {"ms": 2000}}],
+		  "edges": [{"from": "t", "to": "wait"}]}`)["id"].(string)
+		id := c.trigger(t, slow, "")
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+id+"/rerun", ""), http.StatusConflict, "not ended")
+		spent += pollRun(t, c, id, 30*time.Second, terminal)["totalUsage"].(float64)
+	})
+
+	svc.srv.stop(t, 30*time.Second)
+	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-spent {
+		t.Fatalf("balance %v after runs using %v credits, want %v", total, spent, 1000-spent)
+	}
+}
