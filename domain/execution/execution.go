@@ -50,6 +50,26 @@ type Callback struct {
 // Signed reports whether deliveries carry an HMAC signature.
 func (c Callback) Signed() bool { return c.SealedSecret != "" }
 
+// Transport says how an attempt of a workspace module (issue 28) reaches the user's code. A
+// built-in module has none: the executor runs it in-process.
+type Transport struct {
+	// Type is TransportWorker (a worker leases the attempt by long-poll) or TransportHTTP
+	// (the service POSTs the attempt to URL, signed with the sealed secret).
+	Type         string `json:"type"`
+	URL          string `json:"url,omitempty"`
+	SealedSecret string `json:"sealedSecret,omitempty"`
+	// AllowPrivate lets this module's URL reach private addresses (owners only).
+	AllowPrivate bool `json:"allowPrivate,omitempty"`
+	// Concurrency bounds the module's attempts in flight for the workspace; 0: no bound.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// Transport types.
+const (
+	TransportWorker = "worker"
+	TransportHTTP   = "http"
+)
+
 // Submitted records an accepted submit.
 type Submitted struct {
 	ExecutionID string          `json:"executionId"`
@@ -74,6 +94,9 @@ type Submitted struct {
 	// TimeoutMs bounds each attempt of a run stage (components[].timeoutMs) below the
 	// module's own deadline; an attempt past it fails with code timeout. 0: the module's.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// Transport is set when Module is a workspace module: how its attempts reach the user's
+	// code. Nil: a built-in, run in-process by the executor.
+	Transport *Transport `json:"transport,omitempty"`
 	// Runner is the worker of the instance that accepted the submit and runs it; other
 	// instances leave it alone unless it is still unclaimed after their sweep's grace. Empty:
 	// any instance may claim it at once.
@@ -167,6 +190,8 @@ type State struct {
 	Retry *retry.Policy
 	// TimeoutMs bounds each attempt (Submitted.TimeoutMs); 0: the module's deadline only.
 	TimeoutMs int64
+	// Transport is Submitted.Transport: nil for a built-in module.
+	Transport *Transport
 	// Runner is the worker of the instance that accepted the submit (Submitted.Runner).
 	Runner string
 
@@ -197,7 +222,7 @@ func (s State) Evolve(e domain.Event) State {
 	case Submitted:
 		s = State{Exists: true, ID: ev.ExecutionID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 			Module: ev.Module, Input: ev.Input, Config: ev.Config, Attempts: ev.Attempts, CostMilli: ev.CostMilli,
-			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Retry: ev.Retry, TimeoutMs: ev.TimeoutMs, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
+			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Retry: ev.Retry, TimeoutMs: ev.TimeoutMs, Transport: ev.Transport, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
 	case Started:
 		s.Status, s.Attempt, s.Worker, s.LeaseUntil, s.RetryAt = StatusRunning, ev.Attempt, ev.Worker, ev.LeaseUntil, time.Time{}
 	case AttemptFailed:
