@@ -54,6 +54,8 @@ type Commands struct {
 	Billing *Billing
 	// Workflows holds workflow definitions and their runs.
 	Workflows *Workflows
+	// Bulks holds bulk actions on runs of a workflow.
+	Bulks *Bulks
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
 	// Identity holds users, sessions and signing keys.
@@ -101,6 +103,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
 		Billing:    billing,
 		Workflows:  workflows,
+		Bulks:      &Bulks{core: c, workflows: workflows},
 		Workspaces: workspaces,
 		Identity:   identity,
 		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},

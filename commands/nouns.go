@@ -59,6 +59,13 @@ type Workflows struct {
 	*balanceCheck
 }
 
+// Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
+// Workflows.
+type Bulks struct {
+	*core
+	workflows *Workflows
+}
+
 // Workspaces holds workspaces and their members (workspace.go), access checks (access.go),
 // API keys (apikey.go) and MCP tokens (mcptoken.go).
 type Workspaces struct {

@@ -23,6 +23,9 @@ type RerunRun struct {
 	Input     json.RawMessage
 	// Iteration, when set, restarts only that iteration of FromStage, a FOR_EACH.
 	Iteration *int
+	// NewRunID, when set, is the new run's id (a bulk's, derived so that acting again finds
+	// it: domain.ErrAlreadyExists); otherwise a new one.
+	NewRunID string
 }
 
 // RerunRun starts a re-run of an ended run, copying the stages completed upstream of its
@@ -38,7 +41,10 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 		return TriggeredRun{}, err
 	}
 	r := run.Rerun{FromStage: c.FromStage, Input: c.Input, Iteration: c.Iteration}
-	id := uuid.NewString()
+	id := c.NewRunID
+	if id == "" {
+		id = uuid.NewString()
+	}
 	planned, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now())
 	if err != nil {
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402

@@ -43,7 +43,9 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/executions/{runId}/cancel", s.Auth.Route(1, http.HandlerFunc(s.cancel))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/rerun", s.Auth.Route(1, http.HandlerFunc(s.rerun))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayNotify))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/bulk/{bulkId}", s.Auth.Route(1, http.HandlerFunc(s.getBulk))).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/{workflowId}/runs/bulk", s.Auth.Route(1, http.HandlerFunc(s.bulk))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)
 }
 

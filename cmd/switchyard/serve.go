@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/bulks"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
@@ -86,6 +87,10 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})
+	bulkWorker := bulks.New(a.store, a.cmds, a.queries, bulks.Config{Logger: a.log,
+		Lock: func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "bulks", fn)
+		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
@@ -98,6 +103,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if !a.noExecutor {
 		g.Go(func() error { return exec.Run(gctx) })
 		g.Go(func() error { return sched.Run(gctx) })
+		g.Go(func() error { return bulkWorker.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })

@@ -18,6 +18,7 @@ import (
 	_ "github.com/switchyard/switchyard/domain/app"
 	_ "github.com/switchyard/switchyard/domain/authorization"
 	_ "github.com/switchyard/switchyard/domain/billing"
+	_ "github.com/switchyard/switchyard/domain/bulk"
 	_ "github.com/switchyard/switchyard/domain/execution"
 	_ "github.com/switchyard/switchyard/domain/mcptoken"
 	_ "github.com/switchyard/switchyard/domain/run"
