@@ -183,7 +183,7 @@ func wantToolError(t *testing.T, res *mcp.CallToolResult, err error, contains st
 }
 
 // mcpTools are every tool the endpoint offers.
-var mcpTools = []string{"cancel_run", "execute_component", "get_balance", "get_execution", "get_run", "list_modules",
+var mcpTools = []string{"bulk_runs", "cancel_run", "execute_component", "get_balance", "get_bulk", "get_execution", "get_run", "list_modules",
 	"list_workflows", "trigger_workflow"}
 
 func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {

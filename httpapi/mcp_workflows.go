@@ -39,6 +39,17 @@ var (
 	cancelRunSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["runId"],
 		"properties":{"runId":{"type":"string","description":"the run id trigger_workflow returned"},
 		"reason":{"type":"string","maxLength":%d,"description":"why, recorded as the run's cancelReason"}}}`, mcpMaxCancelReason))
+
+	bulkRunsSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["workflowId","action"],
+		"properties":{"workflowId":{"type":"string","description":"id of the workflow whose runs to act on"},
+		"action":{"type":"string","enum":["cancel","rerun"],"description":"cancel each run, or re-run each from its failed stages"},
+		"filter":{"type":"object","additionalProperties":false,"properties":{
+			"status":{"type":"string","enum":["CREATED","EXECUTING","COMPLETED","FAILED"],"description":"default: runs not ended for cancel, FAILED for rerun"},
+			"createdAfter":{"type":"string","format":"date-time"},"createdBefore":{"type":"string","format":"date-time"}}},
+		"reason":{"type":"string","maxLength":%d,"description":"a cancel's reason, recorded on each run"}}}`, mcpMaxCancelReason))
+
+	bulkIDSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["bulkId"],
+		"properties":{"bulkId":{"type":"string","description":"the bulk id bulk_runs returned"}}}`)
 )
 
 // addWorkflowTools registers the workflow tools.
@@ -66,6 +77,65 @@ func (m *MCP) addWorkflowTools(server *mcp.Server) {
 			"separate canceled status). Returns the run detail.",
 		InputSchema: cancelRunSchema, Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), IdempotentHint: true, OpenWorldHint: boolPtr(false)},
 	}, m.cancelRun)
+	m.tool(server, &mcp.Tool{Name: "bulk_runs", Title: "Cancel or re-run many workflow runs",
+		Description: "Cancels or re-runs the runs of a workflow that a filter (status, createdAfter, createdBefore) " +
+			"matches, at most 10000, in the background. Returns {bulkId, matched}; follow it with get_bulk.",
+		InputSchema: bulkRunsSchema, Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+	}, m.bulkRuns)
+	m.tool(server, &mcp.Tool{Name: "get_bulk", Title: "Get a bulk action's progress",
+		Description: "Returns a bulk action of bulk_runs: status (CREATED, RUNNING, COMPLETED), matched, done, failed " +
+			"and the first failures with why.",
+		InputSchema: bulkIDSchema, Annotations: readOnly,
+	}, m.getBulk)
+}
+
+func (m *MCP) bulkRuns(ctx context.Context, caller mcpCaller, args json.RawMessage) (any, error) {
+	var a struct {
+		WorkflowID string `json:"workflowId"`
+		BulkRequest
+	}
+	if err := decodeArguments(args, &a); err != nil {
+		return nil, err
+	}
+	if a.WorkflowID == "" {
+		return nil, domain.Invalid("workflowId", "is required")
+	}
+	c, err := ParseBulk(a.BulkRequest)
+	if err != nil {
+		return nil, err
+	}
+	c.WorkspaceID, c.WorkflowID, c.Runs = caller.WorkspaceID, a.WorkflowID, m.Queries
+	st, err := m.Cmds.Bulks.StartBulk(ctx, c)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, toolErrorf("workflow %s not found", a.WorkflowID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return BulkAccepted{BulkID: st.ID, Matched: len(st.RunIDs)}, nil
+}
+
+func (m *MCP) getBulk(ctx context.Context, caller mcpCaller, args json.RawMessage) (any, error) {
+	var a struct {
+		BulkID string `json:"bulkId"`
+	}
+	if err := decodeArguments(args, &a); err != nil {
+		return nil, err
+	}
+	if a.BulkID == "" {
+		return nil, domain.Invalid("bulkId", "is required")
+	}
+	st, err := m.Cmds.Bulks.Bulk(ctx, a.BulkID)
+	if err == nil && st.WorkspaceID != caller.WorkspaceID {
+		err = domain.ErrNotFound
+	}
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, toolErrorf("bulk %s not found", a.BulkID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.Detail(), nil
 }
 
 func (m *MCP) listWorkflows(ctx context.Context, caller mcpCaller, args json.RawMessage) (any, error) {
