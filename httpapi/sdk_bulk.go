@@ -16,13 +16,16 @@ import (
 // BulkRequest is the body of POST /v1/sdk/workflows/:workflowId/runs/bulk, as the edge reads
 // it: pointers, so a missing field is told from an empty one.
 type BulkRequest struct {
-	Action *string `json:"action"`
-	Filter *struct {
-		Status        *string `json:"status"`
-		CreatedAfter  *string `json:"createdAfter"`
-		CreatedBefore *string `json:"createdBefore"`
-	} `json:"filter"`
-	Reason *string `json:"reason"`
+	Action *string            `json:"action"`
+	Filter *BulkFilterRequest `json:"filter"`
+	Reason *string            `json:"reason"`
+}
+
+// BulkFilterRequest is a bulk's filter as the edge reads it.
+type BulkFilterRequest struct {
+	Status        *string `json:"status"`
+	CreatedAfter  *string `json:"createdAfter"`
+	CreatedBefore *string `json:"createdBefore"`
 }
 
 // BulkAccepted is the 202 answer of a bulk action.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/domain/bulk"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
 )
 
@@ -189,6 +190,24 @@ func TestBulkActionsBlackBox(t *testing.T) {
 		for _, orig := range completed {
 			r := c.do(http.MethodGet, "/v1/sdk/workflows/executions/"+bulk.RerunID(id, orig), nil)
 			mustStatus(t, r, http.StatusNotFound, "re-run of a completed run")
+		}
+	})
+
+	t.Run("the CLI starts and shows bulks", func(t *testing.T) {
+		ws := svc.key.WorkspaceID
+		var started httpapi.BulkAccepted
+		svc.cli.okJSON(&started, "admin", "workflow", "bulk", hold, "--workspace", ws, "--action", "cancel", "--created-after", "2020-01-01T00:00:00Z", "--json")
+		if started.BulkID == "" || started.Matched != 0 {
+			t.Fatalf("workflow bulk printed %+v", started)
+		}
+		d := pollBulk(t, c, started.BulkID, 10*time.Second)
+		var shown bulk.Detail
+		svc.cli.okJSON(&shown, "admin", "workflow", "bulk-status", started.BulkID, "--workspace", ws, "--json")
+		if shown.ID != d.ID || shown.Status != bulk.StatusCompleted || shown.Filter.CreatedAfter == nil {
+			t.Fatalf("workflow bulk-status printed %+v", shown)
+		}
+		if res := svc.cli.run("admin", "workflow", "bulk", hold, "--workspace", ws, "--action", "pause"); res.code == 0 || !strings.Contains(res.stderr, "action") {
+			t.Fatalf("a bad --action: %s", res)
 		}
 	})
 

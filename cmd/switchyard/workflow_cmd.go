@@ -15,7 +15,8 @@ import (
 
 func newWorkflowCmd() *cobra.Command {
 	w := &cobra.Command{Use: "workflow", Short: "Manage workflows (docs/workflows.md)"}
-	w.AddCommand(newWorkflowCreateCmd(), newWorkflowUpdateCmd(), newWorkflowGetCmd(), newWorkflowListCmd(), newWorkflowDeleteCmd())
+	w.AddCommand(newWorkflowCreateCmd(), newWorkflowUpdateCmd(), newWorkflowGetCmd(), newWorkflowListCmd(), newWorkflowDeleteCmd(),
+		newWorkflowBulkCmd(), newWorkflowBulkStatusCmd())
 	return w
 }
 
