@@ -92,6 +92,11 @@ type runPageData struct {
 	Stages       []stageRow
 	HiddenStages int
 	Cancellable  bool
+	// Rerunnable: the run ended and the person may re-run it (the re-run form).
+	Rerunnable bool
+	RerunForm  rerunForm
+	// Components are the ids of the run's components, for the re-run form's fromStage.
+	Components []string
 }
 
 // stageRow is a stage of the run page's table.
@@ -107,7 +112,11 @@ type stageRow struct {
 // runPage is the live run page: the run's workflow drawn as a graph with each stage's status,
 // kept current by run.js from the run stream, the trigger's body and a row per stage that
 // opens the stage's page.
-func (c *Console) runPage(q *request) {
+func (c *Console) runPage(q *request) { c.showRun(q, http.StatusOK, "", rerunForm{}) }
+
+// showRun renders the run page, with errText and the re-run form as posted when a re-run was
+// refused.
+func (c *Console) showRun(q *request, status int, errText string, form rerunForm) {
 	st, err := c.loadRun(q)
 	if errors.Is(err, domain.ErrNotFound) {
 		c.errorPage(q, http.StatusNotFound, "Run not found", "There is no run with that id in your workspaces.")
@@ -120,7 +129,8 @@ func (c *Console) runPage(q *request) {
 	det := st.Detail()
 	data := runPageData{RunID: st.ID, WorkflowName: st.Definition.Name, WorkflowID: st.WorkflowID, Run: det, Status: runLabel(det),
 		ErrorText: runErrorText(&st), Canceled: canceledStages(&st), Duration: c.runDuration(&st), TriggerBody: st.Input,
-		Cancellable: q.ws.Manages && !st.Status.Terminal() && st.CancelAt.IsZero()}
+		Cancellable: q.ws.Manages && !st.Status.Terminal() && st.CancelAt.IsZero(),
+		Rerunnable:  q.ws.Manages && st.Status.Terminal(), RerunForm: form, Components: componentIDs(st.Definition)}
 	stages := det.RunStages
 	if len(stages) > dashboardTableLimit {
 		stages, data.HiddenStages = stages[:dashboardTableLimit], len(stages)-dashboardTableLimit
@@ -138,8 +148,10 @@ func (c *Console) runPage(q *request) {
 		notice = "Cancel requested: running stages finish, no new ones start."
 	case q.r.URL.Query().Get("finished") == "1":
 		notice = "The run had already finished: there was nothing to cancel."
+	case q.r.URL.Query().Get("rerun") == "1":
+		notice = "A re-run of run " + st.RerunOf + "."
 	}
-	c.renderView(q, http.StatusOK, "run", "Run "+st.ID, data, notice, "")
+	c.renderView(q, status, "run", "Run "+st.ID, data, notice, errText)
 }
 
 // runDuration is how long the run took, or, while it goes on, has taken so far.

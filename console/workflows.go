@@ -44,6 +44,9 @@ type workflowData struct {
 	Triggerable bool
 	// Body is the trigger form's body, kept when it was refused.
 	Body string
+	// Bulks are the workflow's latest bulk actions; BulkForm the bulk form as posted.
+	Bulks    []projections.BulkRow
+	BulkForm bulkForm
 }
 
 // workflow shows a workflow's graph, drawn from its definition, each component's config, and
@@ -58,8 +61,7 @@ func (c *Console) workflow(q *request) {
 		c.fail(q, err)
 		return
 	}
-	d := workflowData{Workflow: wf, Graph: drawGraph(wf.Definition), Body: "{}",
-		Triggerable: slices.ContainsFunc(wf.Definition.Components, func(c workflow.Component) bool { return c.Module == workflow.ModuleTrigger })}
+	d := newWorkflowData(wf)
 	status, errText := http.StatusOK, ""
 	if q.r.Method == http.MethodPost {
 		if !c.requireManage(q) {
@@ -72,6 +74,12 @@ func (c *Console) workflow(q *request) {
 		}
 		status, _, errText = words(err, q.ws.Role)
 	}
+	c.showWorkflow(q, wf, d, p, status, errText)
+}
+
+// showWorkflow renders the workflow page with d's forms as posted.
+func (c *Console) showWorkflow(q *request, wf workflow.State, d workflowData, p projections.Page, status int, errText string) {
+	var err error
 	if d.Definition, err = json.Marshal(wf.Definition.WithoutSecrets()); err != nil {
 		c.fail(q, err)
 		return
@@ -82,7 +90,16 @@ func (c *Console) workflow(q *request) {
 		return
 	}
 	d.Runs, d.Pager = runs, newPager(q, p, total)
+	if d.Bulks, _, err = c.q.BulksOf(q.ctx(), q.ws.ID, wf.ID, projections.Page{Page: 1, Limit: 10}); err != nil {
+		c.fail(q, err)
+		return
+	}
 	c.renderView(q, status, "workflow", wf.Definition.Name, d, "", errText)
+}
+
+func newWorkflowData(wf workflow.State) workflowData {
+	return workflowData{Workflow: wf, Graph: drawGraph(wf.Definition), Body: "{}", BulkForm: bulkForm{Action: "cancel"},
+		Triggerable: slices.ContainsFunc(wf.Definition.Components, func(c workflow.Component) bool { return c.Module == workflow.ModuleTrigger })}
 }
 
 // triggerFromPage starts the workflow's runs with body, as POST /v1/sdk/workflows/:id does
