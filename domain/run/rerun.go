@@ -52,6 +52,8 @@ func DecideRerun(orig State, newRunID, apiKeyID string, r Rerun, when Condition,
 	if len(r.Input) > 0 {
 		input = r.Input
 	}
+	// No ParentRunID, ParentStageID or Chain: a re-run of a child run is a top-level run, which
+	// no parent waits for (docs/workflows.md, "Re-running a run").
 	ev := Triggered{RunID: newRunID, WorkflowID: orig.WorkflowID, WorkspaceID: orig.WorkspaceID, APIKeyID: apiKeyID,
 		TriggerID: orig.TriggerID, Definition: orig.Definition, Input: input, RerunOf: orig.ID,
 		Conditions: conditions(orig.graph.Out[orig.TriggerID], input, input, when), At: now.UTC()}
