@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 	"net/http"
 	"net/url"
@@ -148,14 +149,47 @@ type WorkflowItem struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+// TriggerOption sets an optional part of a trigger.
+type TriggerOption func(*triggerOptions)
+
+type triggerOptions struct{ idempotencyKey string }
+
+// WithTriggerIdempotencyKey sends key as the trigger's Idempotency-Key header, on every
+// attempt: for 24 hours a trigger of the same workflow with the same key and body answers the
+// runs of the first instead of starting new ones (docs/workflows.md, "Idempotency-Key on a
+// trigger"), so a trigger the client retries after a 502 or 503 starts its runs once. The same
+// key with another body answers 409.
+func WithTriggerIdempotencyKey(key string) TriggerOption {
+	return func(o *triggerOptions) { o.idempotencyKey = key }
+}
+
 // TriggerWorkflow starts a run of the workflow (SPEC.md 4.5) with input as the trigger's input
 // (any JSON object; nil sends no body). It returns one entry per ON_API_CALLED component.
-func (c *Client) TriggerWorkflow(ctx context.Context, workflowID string, input any) ([]TriggeredRun, error) {
+func (c *Client) TriggerWorkflow(ctx context.Context, workflowID string, input any, opts ...TriggerOption) ([]TriggeredRun, error) {
+	var o triggerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var header http.Header
+	if o.idempotencyKey != "" {
+		header = http.Header{"Idempotency-Key": {o.idempotencyKey}}
+	}
 	var out []TriggeredRun
-	if err := c.do(ctx, http.MethodPost, "/v1/sdk/workflows/"+url.PathEscape(workflowID), input, &out); err != nil {
+	if err := c.doWith(ctx, http.MethodPost, "/v1/sdk/workflows/"+url.PathEscape(workflowID), header, input, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ReplayRunCallback sends the run's workflow.run.terminal webhook to its definition's notify
+// again (docs/webhooks.md) and returns the run detail. A run not ended, or whose definition
+// has no notify, answers 409.
+func (c *Client) ReplayRunCallback(ctx context.Context, runID string) (*Run, error) {
+	var out Run
+	if err := c.do(ctx, http.MethodPost, "/v1/sdk/workflows/executions/"+url.PathEscape(runID)+"/replay-callback", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // GetRun reads a workflow run (SPEC.md 4.6).
@@ -232,4 +266,83 @@ func (c *Client) WaitForRun(ctx context.Context, runID string, opts *WaitOptions
 	return waitFor(ctx, opts, func(wctx context.Context, so *StreamOptions) iter.Seq2[*RunEvent, error] {
 		return c.StreamRun(wctx, runID, so)
 	})
+}
+
+// Bulk actions (docs/workflows.md, "Bulk actions").
+const (
+	BulkActionCancel = "cancel"
+	BulkActionRerun  = "rerun"
+)
+
+// BulkRequest is a bulk action on the runs of a workflow.
+type BulkRequest struct {
+	// Action is BulkActionCancel or BulkActionRerun.
+	Action string     `json:"action"`
+	Filter BulkFilter `json:"filter"`
+	// Reason is a cancel's reason, recorded on each run (at most 1000 characters).
+	Reason string `json:"reason,omitempty"`
+}
+
+// BulkFilter selects the runs of a bulk action; empty fields do not narrow. Without Status a
+// cancel takes the runs not ended and a re-run the FAILED ones.
+type BulkFilter struct {
+	Status        string     `json:"status,omitempty"`
+	CreatedAfter  *time.Time `json:"createdAfter,omitempty"`
+	CreatedBefore *time.Time `json:"createdBefore,omitempty"`
+}
+
+// BulkAccepted answers a bulk action: its id and the runs it matched (at most 10000).
+type BulkAccepted struct {
+	BulkID  string `json:"bulkId"`
+	Matched int    `json:"matched"`
+}
+
+// Bulk is a bulk action's progress.
+type Bulk struct {
+	ID         string     `json:"id"`
+	WorkflowID string     `json:"workflowId"`
+	Action     string     `json:"action"`
+	Filter     BulkFilter `json:"filter"`
+	Reason     string     `json:"reason,omitempty"`
+	// Status is CREATED, RUNNING, then COMPLETED once every matched run is done or failed.
+	Status  string `json:"status"`
+	Matched int    `json:"matched"`
+	Done    int    `json:"done"`
+	Failed  int    `json:"failed"`
+	// Failures are the first 100 runs the bulk could not act on, with why.
+	Failures    []BulkFailure `json:"failures"`
+	CreatedAt   time.Time     `json:"createdAt"`
+	UpdatedAt   time.Time     `json:"updatedAt"`
+	CompletedAt *time.Time    `json:"completedAt"`
+}
+
+// BulkFailure is a run a bulk action could not act on.
+type BulkFailure struct {
+	RunID string `json:"runId"`
+	Error string `json:"error"`
+}
+
+// Completed reports whether the bulk has acted on (or failed) every run it matched.
+func (b *Bulk) Completed() bool { return b.Status == StatusCompleted }
+
+// BulkRuns cancels or re-runs the runs of a workflow that r's filter matches, in the
+// background; BulkStatus follows it. A filter matching more than 10000 runs answers 400. It
+// is sent once, never retried: a retry after a lost answer would start a second bulk.
+func (c *Client) BulkRuns(ctx context.Context, workflowID string, r BulkRequest) (BulkAccepted, error) {
+	var out BulkAccepted
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return out, fmt.Errorf("client: encode request: %w", err)
+	}
+	err = c.once(ctx, http.MethodPost, "/v1/sdk/workflows/"+url.PathEscape(workflowID)+"/runs/bulk", nil, payload, &out)
+	return out, err
+}
+
+// BulkStatus reads a bulk action's progress.
+func (c *Client) BulkStatus(ctx context.Context, bulkID string) (*Bulk, error) {
+	var out Bulk
+	if err := c.do(ctx, http.MethodGet, "/v1/sdk/workflows/bulk/"+url.PathEscape(bulkID), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchyard/switchyard/client"
 	"github.com/switchyard/switchyard/domain/bulk"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
@@ -76,6 +77,18 @@ func waitRunsReadModel(t *testing.T, c *cli) {
 			t.Fatalf("runs read model still behind: %+v", status)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// testenvEventually polls cond until it holds or within passes.
+func testenvEventually(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", within)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -190,6 +203,44 @@ func TestBulkActionsBlackBox(t *testing.T) {
 		for _, orig := range completed {
 			r := c.do(http.MethodGet, "/v1/sdk/workflows/executions/"+bulk.RerunID(id, orig), nil)
 			mustStatus(t, r, http.StatusNotFound, "re-run of a completed run")
+		}
+	})
+
+	t.Run("the Go client triggers with a key and follows a bulk", func(t *testing.T) {
+		ctx := context.Background()
+		gc, err := client.New(svc.cli.url(""), svc.key.APIKey, svc.key.APISecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := gc.TriggerWorkflow(ctx, hold, map[string]any{"n": 1}, client.WithTriggerIdempotencyKey("bulk-e2e"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := gc.TriggerWorkflow(ctx, hold, map[string]any{"n": 1}, client.WithTriggerIdempotencyKey("bulk-e2e"))
+		if err != nil || len(first) != 1 || fmt.Sprint(again) != fmt.Sprint(first) {
+			t.Fatalf("a keyed trigger repeated: %v then %v (%v)", first, again, err)
+		}
+		if _, err := gc.TriggerWorkflow(ctx, hold, map[string]any{"n": 2}, client.WithTriggerIdempotencyKey("bulk-e2e")); !client.IsStatus(err, http.StatusConflict) {
+			t.Fatalf("the key with another body: %v, want 409", err)
+		}
+		waitRunsReadModel(t, svc.cli)
+		acc, err := gc.BulkRuns(ctx, hold, client.BulkRequest{Action: client.BulkActionCancel, Reason: "client"})
+		if err != nil || acc.Matched != 1 {
+			t.Fatalf("bulk through the client: %+v, %v", acc, err)
+		}
+		var b *client.Bulk
+		testenvEventually(t, 30*time.Second, func() bool {
+			b, err = gc.BulkStatus(ctx, acc.BulkID)
+			return err == nil && b.Completed()
+		})
+		if b.Done != 1 || b.Reason != "client" {
+			t.Fatalf("bulk status through the client: %+v", b)
+		}
+		if r, err := gc.GetRun(ctx, first[0].RunID); err != nil || r.CancelReason == nil || *r.CancelReason != "client" {
+			t.Fatalf("the keyed run after the bulk: %+v, %v", r, err)
+		}
+		if _, err := gc.ReplayRunCallback(ctx, first[0].RunID); !client.IsStatus(err, http.StatusConflict) {
+			t.Fatalf("replay of a run without notify: %v, want 409", err)
 		}
 	})
 
