@@ -156,6 +156,11 @@ func (h *Bulks) cancel(ctx context.Context, b bulk.State, r run.State) error {
 // already started (before a crash) is found, not started again.
 func (h *Bulks) rerun(ctx context.Context, b bulk.State, runID string) (string, error) {
 	id := bulk.RerunID(b.ID, runID)
+	if _, err := h.workflows.Run(ctx, id); err == nil {
+		return id, nil // started before a crash: checked first, as the balance may have moved since
+	} else if !errors.Is(err, domain.ErrNotFound) {
+		return "", err
+	}
 	out, err := h.workflows.RerunRun(ctx, RerunRun{RunID: runID, APIKeyID: b.APIKeyID, NewRunID: id})
 	if errors.Is(err, domain.ErrAlreadyExists) {
 		return id, nil

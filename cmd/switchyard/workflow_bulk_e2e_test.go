@@ -298,3 +298,53 @@ func TestBulkActionsBlackBox(t *testing.T) {
 		wantErrorBody(t, stranger.post("/v1/sdk/workflows/"+hold+"/runs/bulk", `{"action": "cancel"}`), http.StatusNotFound, "")
 	})
 }
+
+// A serve process killed with SIGKILL in the middle of a bulk cancel: the restarted service
+// resumes the bulk on the same runs, every run is cancelled exactly once and the bulk counts
+// each run done once, the batch that was acted on but not recorded included.
+func TestSIGKILLDuringABulkCancel(t *testing.T) {
+	svc := startSDKService(t, 100000, "SWITCHYARD_RATE_LIMIT=5000", "SWITCHYARD_RATE_BURST=5000")
+	c := svc.caller(t, svc.key)
+	hold := svc.createWorkflow(t, svc.key.WorkspaceID, holdDef)["id"].(string)
+	const n = 1000
+	streams := make([]string, n)
+	for i := range streams {
+		streams[i] = "run-" + c.trigger(t, hold, "")
+	}
+	waitRunsReadModel(t, svc.cli)
+	id, matched := c.bulk(t, hold, `{"action": "cancel", "reason": "crash"}`)
+	if matched != n {
+		t.Fatalf("matched %d runs, want %d", matched, n)
+	}
+	var before bulk.Detail
+	testenvEventually(t, 60*time.Second, func() bool {
+		r := c.do(http.MethodGet, "/v1/sdk/workflows/bulk/"+id, nil)
+		mustStatus(t, r, http.StatusOK, "GET bulk")
+		if err := json.Unmarshal(r.body, &before); err != nil {
+			t.Fatal(err)
+		}
+		return before.Done > 0
+	})
+	if before.Status == bulk.StatusCompleted {
+		t.Fatalf("the premise failed: the bulk completed before the kill: %+v", before)
+	}
+	t.Logf("killing the service with %d of %d runs marked", before.Done, n)
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+
+	d := pollBulk(t, c, id, 120*time.Second)
+	if d.Done != n || d.Failed != 0 {
+		t.Fatalf("the resumed bulk ended %+v (it had done %d before the kill)", d, before.Done)
+	}
+	counts := eventsPerStream(t, svc.cli, "RunCancelRequested", streams)
+	for _, s := range streams {
+		if counts[s] != 1 {
+			t.Fatalf("%s has %d cancellations, want 1", s, counts[s])
+		}
+	}
+	restarted.stop(t, 30*time.Second)
+}
