@@ -34,7 +34,7 @@ type Config struct {
 	Lock LockFunc
 	// SweepInterval is how often bulks not completed are resumed. Default 2s.
 	SweepInterval time.Duration
-	// Concurrency bounds the bulks advanced at once. Default 4.
+	// Concurrency bounds the batches of bulks acted on at once. Default 4.
 	Concurrency int
 	// Logger receives the worker's warnings; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
@@ -145,8 +145,7 @@ func (w *Worker) sweep(ctx context.Context) {
 	}
 }
 
-// start advances bulk id in the background unless it is being advanced already; it waits for
-// a slot, so a burst of bulks queues instead of starting at once.
+// start advances bulk id in the background unless it is being advanced already.
 func (w *Worker) start(ctx context.Context, id string) {
 	w.mu.Lock()
 	if w.busy[id] {
@@ -155,16 +154,9 @@ func (w *Worker) start(ctx context.Context, id string) {
 	}
 	w.busy[id] = true
 	w.mu.Unlock()
-	select {
-	case w.slots <- struct{}{}:
-	case <-ctx.Done():
-		w.done(id)
-		return
-	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer func() { <-w.slots }()
 		defer w.done(id)
 		w.advance(ctx, id)
 	}()
@@ -177,13 +169,21 @@ func (w *Worker) done(id string) {
 }
 
 // advance carries bulk id out a batch at a time until it is COMPLETED; an error leaves the
-// rest to the next sweep.
+// rest to the next sweep. Each batch takes a slot and gives it back: blocked senders on a
+// channel are served in order, so bulks waiting for a slot take turns batch by batch, and one
+// workspace's large bulks do not hold another's back until they end.
 func (w *Worker) advance(ctx context.Context, id string) {
-	for ctx.Err() == nil {
+	for {
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		st, err := w.cmds.Bulks.AdvanceBulk(ctx, id)
+		<-w.slots
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.WithError(err).WithField("bulkId", id).Warn("bulk batch failed; a sweep will resume it")
+				w.log.WithField("bulkId", id).WithError(err).Warn("bulk batch failed; a sweep will resume it")
 			}
 			return
 		}
