@@ -119,6 +119,8 @@ func (c *Console) bulkRuns(q *request) {
 	status, _, text := words(err, q.ws.Role)
 	d := newWorkflowData(wf)
 	d.BulkForm = f
+	// The page's links (its pager) are the workflow page's, not this form's POST-only path.
+	q.r.URL.Path = strings.TrimSuffix(q.r.URL.Path, "/bulk")
 	c.showWorkflow(q, wf, d, projections.Page{Page: 1, Limit: 20}, status, text)
 }
 
