@@ -131,7 +131,7 @@ func ModuleView(m module.Module) ModuleRow {
 		InputSchema: nullIfEmpty(m.InputSchema), ConfigSchema: nullIfEmpty(m.ConfigSchema), OutputSchema: nullIfEmpty(m.OutputSchema),
 		TimeoutMs: m.TimeoutMs, Price: m.Price, Cacheable: m.Cacheable, Concurrency: m.Concurrency,
 		Transport: ModuleTransport{Type: m.Transport.Type, URL: m.Transport.URL, AllowPrivate: m.Transport.AllowPrivate, Signed: m.Signed()},
-		Version: m.Version, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		Version:   m.Version, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 }
 
 func nullIfEmpty(doc json.RawMessage) json.RawMessage {
