@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -161,4 +163,23 @@ func writeModuleError(w http.ResponseWriter, r *http.Request, name string, err e
 		return
 	}
 	WriteDomainError(w, r, err)
+}
+
+// DecodeModuleBody reads a module's settings as the endpoints take them (for the CLI's
+// --file), refusing unknown fields so a typo is an error rather than a silently ignored
+// setting.
+func DecodeModuleBody(body []byte) (ModuleBody, error) {
+	var b ModuleBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return b, &badBody{jsonProblem(err)}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return b, &badBody{"must be a single JSON object, with nothing after it"}
+	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		return b, err
+	}
+	return b, nil
 }
