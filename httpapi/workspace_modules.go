@@ -13,7 +13,6 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/module"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -60,12 +59,8 @@ func (b ModuleBody) Command(ws string) (commands.RegisterModule, error) {
 		c.TimeoutMs = *b.TimeoutMs
 	}
 	if b.Price != nil {
-		p, err := billing.ParseCredits(b.Price.String())
+		p, err := module.ParsePrice(b.Price.String())
 		if err != nil {
-			var ve *domain.ValidationError
-			if errors.As(err, &ve) {
-				return c, domain.Invalid("price", "%s", ve.Message)
-			}
 			return c, err
 		}
 		c.Price = &p
