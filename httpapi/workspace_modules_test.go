@@ -368,6 +368,33 @@ func TestHTTPTransportModule(t *testing.T) {
 		t.Fatalf("balance %v (%v), want 100 - 2 x 2.5", bal.Total(), err)
 	}
 
+	t.Run("concurrency bounds the tasks in flight", func(t *testing.T) {
+		gate := &gatedReceiver{release: make(chan struct{})}
+		slow := httptest.NewServer(gate)
+		t.Cleanup(slow.Close)
+		st, _, raw := s.api(t, http.MethodPost, "/v1/workspaces/"+ws+"/modules", owner, fmt.Sprintf(`{"name": "acme.slow", "price": 0,
+			"concurrency": 1, "transport": {"type": "http", "url": %q, "secret": "s", "allowPrivate": true}}`, slow.URL))
+		wantStatus(t, "register", st, http.StatusCreated, raw)
+		var ids []string
+		for i := range 3 {
+			_, out := s.submit(t, key, fmt.Sprintf(`{"module": "acme.slow", "input": {"n": %d}, "config": {}}`, i))
+			ids = append(ids, out["id"].(string))
+		}
+		// Each task is let go only once it arrived; the next may arrive only then.
+		for i := 1; i <= 3; i++ {
+			testenv.Eventually(t, 30*time.Second, fmt.Sprintf("task %d to arrive", i), func() bool { return gate.arrived() >= i })
+			gate.release <- struct{}{}
+		}
+		for _, id := range ids {
+			if rec := s.execution(t, key, id); rec["status"] != "COMPLETED" {
+				t.Fatalf("bounded call: %v", rec)
+			}
+		}
+		if gate.most() != 1 {
+			t.Fatalf("%d tasks were in flight at once, want at most 1", gate.most())
+		}
+	})
+
 	t.Run("a private address without allowPrivate", func(t *testing.T) {
 		private := httptest.NewTLSServer(rc)
 		t.Cleanup(private.Close)
@@ -446,4 +473,39 @@ func TestWorkflowForEachOverWorkspaceModule(t *testing.T) {
 			t.Fatalf("input %s reached the module %d times", in, n)
 		}
 	}
+}
+
+// gatedReceiver answers each task once the test releases it, and counts how many it held at
+// once.
+type gatedReceiver struct {
+	release        chan struct{}
+	mu             sync.Mutex
+	n, now, record int
+}
+
+func (g *gatedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.n, g.now = g.n+1, g.now+1
+	g.record = max(g.record, g.now)
+	g.mu.Unlock()
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+	}
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+	fmt.Fprint(w, `{"output": {}}`)
+}
+
+func (g *gatedReceiver) arrived() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+func (g *gatedReceiver) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.record
 }
