@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
@@ -508,4 +510,47 @@ func (g *gatedReceiver) most() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.record
+}
+
+// TestMCPWorkspaceModule: MCP's list_modules shows the workspace's own modules after the
+// built-ins, and execute_component runs one as it runs a built-in.
+func TestMCPWorkspaceModule(t *testing.T) {
+	s := newMCPStack(t, 10000, 10000)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ws := s.env.Workspace(t, 100)
+	rc := &receiver{secret: "mcp-secret"}
+	endpoint := httptest.NewServer(rc)
+	t.Cleanup(endpoint.Close)
+	price := billing.Credits(750)
+	if _, err := s.env.Cmds.Modules.Register(ctx, commands.RegisterModule{WorkspaceID: ws, Name: "acme.double", Price: &price,
+		InputSchema: json.RawMessage(`{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}`),
+		Transport:   commands.ModuleTransport{Type: "http", URL: endpoint.URL, Secret: "mcp-secret", AllowPrivate: true},
+		By:          access.Rights{Role: "owner"}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, Label: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.connect(ctx, tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	s.env.CaughtUp(t, "modules")
+	mods := structured(t)(sess.CallTool(ctx, &mcp.CallToolParams{Name: "list_modules", Arguments: map[string]any{"limit": 100}}))
+	data, _ := mods["data"].([]any)
+	last, _ := data[len(data)-1].(map[string]any)
+	if last["name"] != "acme.double" || last["transport"] != "http" || last["cost"] != 0.75 || mods["total"] != float64(len(data)) {
+		t.Fatalf("list_modules: %v", mods)
+	}
+	rec := structured(t)(sess.CallTool(ctx, &mcp.CallToolParams{Name: "execute_component", Arguments: map[string]any{
+		"module": "acme.double", "input": map[string]any{"n": 4}, "config": map[string]any{}, "waitForMs": 15000}}))
+	if out, _ := rec["output"].(map[string]any); rec["status"] != "COMPLETED" || out["doubled"] != float64(8) || rec["totalUsage"] != 0.75 {
+		t.Fatalf("execute_component: %v", rec)
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "execute_component", Arguments: map[string]any{
+		"module": "acme.double", "input": map[string]any{"n": "four"}, "config": map[string]any{}}})
+	wantToolError(t, res, err, "input.n")
 }
