@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -27,18 +25,9 @@ func newModuleCmd() *cobra.Command {
 // readModuleFile reads a module's settings (the body of POST .../modules) from a file, or
 // standard input for "-".
 func readModuleFile(cmd *cobra.Command, path string) (httpapi.ModuleBody, error) {
-	var r io.Reader = cmd.InOrStdin()
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return httpapi.ModuleBody{}, fmt.Errorf("--file: %w", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	body, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	body, err := readFileFlag(cmd, path, 1<<20)
 	if err != nil {
-		return httpapi.ModuleBody{}, fmt.Errorf("--file: %w", err)
+		return httpapi.ModuleBody{}, err
 	}
 	b, err := httpapi.DecodeModuleBody(body)
 	if err != nil {
