@@ -512,6 +512,33 @@ func TestWorkflowForEachOverWorkspaceModule(t *testing.T) {
 			t.Fatalf("input %s reached the module %d times", in, n)
 		}
 	}
+	rc.mu.Unlock()
+
+	// Deleted after the workflow was saved: the run fails at the module's first stage, at
+	// once (no retries of a module that is gone), and nothing reaches the endpoint.
+	st, _, raw = s.api(t, http.MethodDelete, "/v1/workspaces/"+ws+"/modules/acme.double", owner, "")
+	wantStatus(t, "delete", st, http.StatusNoContent, raw)
+	_, body = s.do(t, key, http.MethodPost, "/v1/sdk/workflows/"+wf["id"].(string), `{"items": [1]}`)
+	if err := json.Unmarshal(body, &runs); err != nil || len(runs) != 1 {
+		t.Fatalf("trigger: %s", body)
+	}
+	testenv.Eventually(t, 60*time.Second, "the run ends", func() bool {
+		_, body := s.do(t, key, http.MethodGet, "/v1/sdk/workflows/executions/"+runs[0].RunID, "")
+		run = nil
+		_ = json.Unmarshal(body, &run)
+		return run["status"] == "COMPLETED" || run["status"] == "FAILED"
+	})
+	stages, _ := run["runStages"].([]any)
+	failed := ""
+	for _, st := range stages {
+		if e, _ := st.(map[string]any)["error"].(map[string]any); e != nil {
+			failed = fmt.Sprint(e["code"])
+		}
+	}
+	rc.mu.Lock()
+	if run["status"] != "FAILED" || failed != "unknown_module" || len(rc.tasks) != 7 {
+		t.Fatalf("a run of a deleted module: %v (%d tasks)", run, len(rc.tasks))
+	}
 }
 
 // gatedReceiver answers each task once the test releases it, and counts how many it held at

@@ -37,7 +37,18 @@ const (
 
 // Failure codes of the HTTP transport, besides the registry's (timeout, blocked_address,
 // network_error, http_status, invalid_output, response_too_large).
-const codeModuleUnavailable = "module_unavailable"
+const (
+	codeModuleUnavailable = "module_unavailable"
+	// codeUnknownModule fails a workflow stage whose workspace module was deleted after the
+	// workflow was saved: no attempt could find it.
+	codeUnknownModule = "unknown_module"
+)
+
+// unknownModule is the final failure of a call naming a module that is neither a built-in
+// nor carries a workspace module's transport.
+func unknownModule(st execution.State) error {
+	return final(modules.Fail(codeUnknownModule, "module %s does not exist (was it deleted after the workflow was saved?)", st.Module))
+}
 
 // Task is the body of an attempt posted to a module's URL.
 type Task struct {
