@@ -3,7 +3,7 @@
 // Nothing else writes state.
 //
 // There is one handler type per noun (Executions, Attempts, Charges, Webhooks, Billing,
-// Workflows, Workspaces, Identity, Apps), each over the same small core: the event store, the
+// Workflows, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
 // clock, the state cache, and load/execute (aggregate.go), which load, decide and append with
 // expectations, retrying on conflict. Commands holds one of each for the wiring.
 package commands
@@ -58,6 +58,8 @@ type Commands struct {
 	Bulks *Bulks
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
+	// Modules holds workspace modules: the workspace's own code, run by workers or endpoints.
+	Modules *Modules
 	// Identity holds users, sessions and signing keys.
 	Identity *Identity
 	// Apps holds OAuth apps and the authorizations users give them.
@@ -96,8 +98,10 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 	billing := &Billing{core: c, workspaces: workspaces}
 	streams, changes := &executionStreams{core: c}, &executionChanges{core: c}
 	balances.billing = billing
+	mods := &Modules{core: c, workspaces: workspaces}
+	workflows.catalog = mods
 	return &Commands{
-		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances},
+		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances, catalog: mods},
 		Attempts:   &Attempts{core: c, executionStreams: streams, executionChanges: changes},
 		Charges:    &Charges{core: c},
 		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
@@ -105,6 +109,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Workflows:  workflows,
 		Bulks:      &Bulks{core: c, workflows: workflows},
 		Workspaces: workspaces,
+		Modules:    mods,
 		Identity:   identity,
 		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},
 		core:       c,

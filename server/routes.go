@@ -71,7 +71,7 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	srv := httpapi.NewServer(cfg.Server)
 	log := srv.Logger()
 	if cfg.SDKAuth != nil {
-		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Hub: cfg.Hub, Auth: cfg.SDKAuth,
+		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth,
 			CacheWindow: cfg.CacheWindow, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		(&httpapi.SDKWorkflows{Cmds: cfg.Cmds, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.

@@ -7,6 +7,7 @@ package executor
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // Config configures an Executor.
@@ -62,6 +64,12 @@ type Config struct {
 	Logger logrus.FieldLogger
 	// Now is the clock leases, sweeps and retries are timed by; default time.Now.
 	Now func() time.Time
+	// Sealer opens the secrets HTTP-transport workspace modules sign their tasks with; nil:
+	// such a module's attempts fail (transport_http.go).
+	Sealer *seal.Sealer
+	// ModuleCAs adds trusted CAs for modules' HTTPS URLs (SWITCHYARD_WEBHOOK_CA_FILE's pool);
+	// nil: the system roots.
+	ModuleCAs *x509.CertPool
 }
 
 // Executor claims and runs executions.
@@ -76,6 +84,8 @@ type Executor struct {
 	slots    *slots
 	charges  *charger
 	metrics  metrics
+	// transport posts HTTP-transport modules' attempts (transport_http.go).
+	transport *httpTransport
 
 	mu       sync.Mutex
 	inflight map[string]bool
@@ -142,7 +152,8 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Executor{cmds: cmds, store: store, queries: queries, registry: registry, hub: hub, opts: cfg,
 		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
 		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
-		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
+		transport: newHTTPTransport(cfg.Sealer, cfg.ModuleCAs),
+		inflight:  map[string]bool{}, waiters: map[string][]chan execution.State{}}
 }
 
 // Worker is the name this executor claims under (commands.Runner).
@@ -377,6 +388,8 @@ func (e *Executor) lease(st execution.State) time.Duration {
 	timeout := modules.DefaultTimeout
 	if m, ok := e.registry.Get(st.Module); ok {
 		timeout = m.Timeout()
+	} else if st.Transport != nil && st.TimeoutMs > 0 {
+		timeout = time.Duration(st.TimeoutMs) * time.Millisecond // a workspace module's own deadline
 	}
 	if st.CachedFrom != "" {
 		timeout *= time.Duration(execution.MaxAttempts)
