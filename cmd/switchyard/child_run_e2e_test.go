@@ -219,8 +219,7 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 			t.Fatalf("child stage %s completed %d times", comp, n)
 		}
 	}
-	restarted.stop(t, 30*time.Second)
-	if total := auditTotal(t, svc.cli, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
+	if total := afterCrash(t, svc.cli, restarted, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
 		t.Fatalf("balance %v, want 997", total)
 	}
 }

@@ -265,6 +265,5 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") {
 		t.Fatalf("timed run after the crash: %v %v", m["status"], m["error"])
 	}
-	restarted.stop(t, 30*time.Second)
-	auditTotal(t, svc.cli, svc.key.WorkspaceID)
+	afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // submitMany submits n bodies from workers goroutines, spreading them over callers, and
@@ -47,7 +53,6 @@ func submitMany(t *testing.T, callers []*rawCaller, n, workers int, body func(i 
 	return ids
 }
 
-// auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
 // startSecond starts another serve process on the service's database, listening on a port of
 // its own, and waits until it is ready.
 func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
@@ -65,6 +70,7 @@ func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
 	return &second, srv
 }
 
+// auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
 func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	t.Helper()
 	res := c.run("billing", "audit", workspaceID, "--json")
@@ -78,6 +84,51 @@ func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 		t.Fatalf("billing audit is not clean: %s", res)
 	}
 	return rep.Folded.Total
+}
+
+// afterCrash ends a crash test once its runs have ended: it waits until the restarted service's
+// projectors have applied the whole log, stops the service, and requires `billing audit` clean
+// and `projections rebuild --all` to reproduce every read-model table row for row, so that what
+// the crash left in the read model is what the log says. It returns the audited balance.
+func afterCrash(t *testing.T, c *cli, srv *serveProcess, workspaceID string) float64 {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for behind := projectorsBehind(t, c); behind != ""; behind = projectorsBehind(t, c) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the projectors did not catch up with the log: %s", behind)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv.stop(t, 30*time.Second)
+	if behind := projectorsBehind(t, c); behind != "" {
+		t.Fatalf("events were appended after the projectors stopped: %s", behind)
+	}
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	before := testenv.ReadModel(t, conn)
+	c.ok("projections", "rebuild", "--all")
+	for _, d := range testenv.ReadModelDiff(before, testenv.ReadModel(t, conn)) {
+		t.Errorf("projections rebuild did not reproduce the read model: %s", d)
+	}
+	return auditTotal(t, c, workspaceID)
+}
+
+// projectorsBehind names the projectors that have not applied every event of the log, or that
+// failed; "" when none.
+func projectorsBehind(t *testing.T, c *cli) string {
+	t.Helper()
+	var st []projections.Status
+	c.okJSON(&st, "projections", "status", "--json")
+	var behind []string
+	for _, s := range st {
+		if s.Lag != 0 || s.Error != "" {
+			behind = append(behind, fmt.Sprintf("%s (lag %d, error %q)", s.Name, s.Lag, s.Error))
+		}
+	}
+	return strings.Join(behind, ", ")
 }
 
 func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
