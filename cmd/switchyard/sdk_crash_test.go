@@ -131,6 +131,49 @@ func projectorsBehind(t *testing.T, c *cli) string {
 	return strings.Join(behind, ", ")
 }
 
+// executionLog counts, from the log, what happened to each execution: submits, completions,
+// final failures and charges (by the charge's cause).
+type executionLog map[string]struct{ Submitted, Completed, Failed, Charged int }
+
+func readExecutionLog(t *testing.T, c *cli) executionLog {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `
+		SELECT substr(stream, length('execution-') + 1), type, count(*) FROM events
+		 WHERE stream LIKE 'execution-%' AND type IN ('ExecutionSubmitted', 'ExecutionCompleted', 'ExecutionFailed') GROUP BY 1, 2
+		UNION ALL
+		SELECT substr(data->>'cause', length('execution-') + 1), type, count(*) FROM events
+		 WHERE type = 'CreditsCharged' AND data->>'cause' LIKE 'execution-%' GROUP BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := executionLog{}
+	var id, typ string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &typ, &n}, func() error {
+		e := out[id]
+		switch typ {
+		case "ExecutionSubmitted":
+			e.Submitted = n
+		case "ExecutionCompleted":
+			e.Completed = n
+		case "ExecutionFailed":
+			e.Failed = n
+		case "CreditsCharged":
+			e.Charged = n
+		}
+		out[id] = e
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	const n = 200
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +140,82 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 			t.Fatalf("price stages %v", stagesOf(t, m, "price"))
 		}
 	})
+}
+
+// A serve process killed with SIGKILL while the iterations of a FOR_EACH with a body run, a
+// gather after it: after the restart the run completes, every stage of every iteration and the
+// gather ran once (one execution each, submitted, completed and charged once, and no other
+// execution), the gather saw every iteration in item order, billing audit is clean and
+// projections rebuild reproduces the read model.
+func TestSIGKILLDuringAGather(t *testing.T) {
+	const n = 40
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	c := svc.caller(t, svc.key)
+	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "gather crash", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 4, "body": ["work", "line"]}},
+		{"id": "work", "module": "core.delay", "config": {"ms": 300}},
+		{"id": "line", "module": "core.echo"},
+		{"id": "total", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"i": "index"}},
+		{"from": "work", "to": "line"}, {"from": "line", "to": "total", "mapping": {"lines": "items", "failed": "failed"}}]}`)
+	items := make([]string, n)
+	for i := range items {
+		items[i] = strconv.Itoa(i)
+	}
+	id := c.trigger(t, wf["id"].(string), `{"items": [`+strings.Join(items, ",")+`]}`)
+	// 40 iterations of 300 ms, 4 at a time, take 3 s or more: kill once a few have ended.
+	pollRun(t, c, id, 60*time.Second, func(m map[string]any) bool {
+		done := 0
+		for _, s := range stages(m) {
+			if s["referenceId"] == "line" && s["status"] == "COMPLETED" {
+				done++
+			}
+		}
+		if terminal(m) || done == n {
+			t.Fatalf("the premise failed: every iteration ended before the kill: %v", m["status"])
+		}
+		return done >= 4
+	})
+	if err := svc.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.srv.done
+	restarted := svc.cli.serve()
+	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+
+	m := pollRun(t, c, id, 120*time.Second, terminal)
+	if m["status"] != "COMPLETED" || m["totalUsage"] != float64(2*n+1) || len(stages(m)) != 2*n+3 || m["failedStageCount"] != float64(0) {
+		t.Fatalf("run after the crash: %v, usage %v, %d stages, %v failed; want COMPLETED, %d, %d, 0",
+			m["status"], m["totalUsage"], len(stages(m)), m["failedStageCount"], 2*n+1, 2*n+3)
+	}
+	for comp, want := range map[string]int{"work": n, "line": n, "total": 1} {
+		if got := len(stagesOf(t, m, comp)); got != want {
+			t.Fatalf("%d distinct stages of %s, want %d", got, comp, want)
+		}
+	}
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"i":%d}`, i)
+	}
+	if got, want := stagesOf(t, m, "total")[-1], `COMPLETED {"failed":[],"lines":[`+strings.Join(lines, ",")+`]}`; got != want {
+		t.Fatalf("the gather: %s, want %s", got, want)
+	}
+	ledger := readExecutionLog(t, svc.cli)
+	for _, s := range stages(m) {
+		if s["module"] == "ON_API_CALLED" || s["module"] == "FOR_EACH" {
+			continue
+		}
+		exec, _ := s["executionEventId"].(string)
+		if e := ledger[exec]; s["status"] != "COMPLETED" || s["creditUsage"] != float64(1) || e.Submitted != 1 || e.Completed != 1 || e.Failed != 0 || e.Charged != 1 {
+			t.Fatalf("stage %s iteration %v (%s, usage %v): execution %q submitted %d, completed %d, failed %d, charged %d times; want once each",
+				s["referenceId"], s["iteration"], s["status"], s["creditUsage"], exec, e.Submitted, e.Completed, e.Failed, e.Charged)
+		}
+	}
+	if len(ledger) != 2*n+1 {
+		t.Fatalf("the log has %d executions, want the run's %d stages' alone", len(ledger), 2*n+1)
+	}
+	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-(2*n+1) {
+		t.Fatalf("balance %v after %d stages of 1 credit, want %d", total, 2*n+1, 1000-(2*n+1))
+	}
 }
