@@ -129,6 +129,31 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("conditions: a body stage skipped in an iteration gathers null; a skipped FOR_EACH skips the gather", func(t *testing.T) {
+		id := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "gather conditions", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "each", "module": "FOR_EACH", "config": {"items": "xs", "body": ["check", "line"], "onFailure": "continue"}},
+			{"id": "check", "module": "core.echo"},
+			{"id": "line", "module": "core.echo"},
+			{"id": "total", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "each", "when": "trigger.go == true"}, {"from": "each", "to": "check", "mapping": {"n": "item"}},
+			{"from": "check", "to": "line", "when": "output.n > 1"}, {"from": "line", "to": "total", "mapping": {"lines": "items", "failed": "failed"}}]}`)["id"].(string)
+		m := pollRun(t, c, c.trigger(t, id, `{"go": true, "xs": [1, 2, 3]}`), 30*time.Second, terminal)
+		out, _ := json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(3+2+1) || string(out) != `{"total":{"failed":[],"lines":[null,{"n":2},{"n":3}]}}` {
+			t.Fatalf("run %s, usage %v, output %s", m["status"], m["totalUsage"], out)
+		}
+		if line := stagesOf(t, m, "line"); line[0] != "COMPLETED null" || stageOf(t, m, "each")["skipped"] != false {
+			t.Fatalf("line stages %v", line)
+		}
+		m = pollRun(t, c, c.trigger(t, id, `{"go": false, "xs": [1, 2, 3]}`), 30*time.Second, terminal)
+		out, _ = json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(0) || len(stages(m)) != 3 || string(out) != `{"total":null}` ||
+			stageOf(t, m, "each")["skipped"] != true || stageOf(t, m, "total")["skipped"] != true {
+			t.Fatalf("run with the loop skipped: %s, usage %v, %d stages, output %s: %v", m["status"], m["totalUsage"], len(stages(m)), out, m)
+		}
+	})
+
 	t.Run("fail (default): the failed iteration fails the FOR_EACH and the run; nothing after the loop runs", func(t *testing.T) {
 		id := svc.createWorkflow(t, svc.key.WorkspaceID, strings.Replace(
 			strings.Replace(def, `, "onFailure": "continue"`, "", 1), "Price basket", "Price basket or fail", 1))["id"].(string)
