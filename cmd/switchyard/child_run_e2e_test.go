@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,7 +28,7 @@ func childParentDef(name, childID string) string {
 // stage with child_run_failed; cancelling a parent cancels its child; a RUN_WORKFLOW naming
 // another workspace's workflow is a 400; a workflow that runs itself fails with cycle.
 func TestChildRunsBlackBox(t *testing.T) {
-	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000", "SWITCHYARD_WEBHOOK_ALLOW_PRIVATE=true")
 	c := svc.caller(t, svc.key)
 	ws := svc.key.WorkspaceID
 	api := svc.ownerAPI(t)
@@ -96,6 +98,63 @@ func TestChildRunsBlackBox(t *testing.T) {
 		ch := pollRun(t, c, childID, 30*time.Second, terminal)
 		if e, _ := ch["error"].(map[string]any); ch["status"] != "FAILED" || ch["cancelRequestedAt"] == nil || e["code"] != "canceled" {
 			t.Fatalf("child after its parent's cancel: %v", ch)
+		}
+	})
+
+	t.Run("a parent past its timeoutMs fails with run_timeout and cancels its running child", func(t *testing.T) {
+		child := svc.createWorkflow(t, ws, `{"name": "slower", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "wait", "module": "core.delay", "config": {"ms": 10000}}],
+		  "edges": [{"from": "t", "to": "wait"}]}`)["id"].(string)
+		parent := svc.createWorkflow(t, ws, strings.Replace(childParentDef("parent timed out", child), `"components"`, `"timeoutMs": 1000, "components"`, 1))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, parent, `{"x": 1}`), 30*time.Second, terminal)
+		call := stageOf(t, m, "call")
+		if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") || call["childRunId"] == nil {
+			t.Fatalf("parent %s (error %v), stage %v", m["status"], m["error"], call)
+		}
+		ch := pollRun(t, c, call["childRunId"].(string), 30*time.Second, terminal)
+		if e, _ := ch["error"].(map[string]any); ch["status"] != "FAILED" || e["code"] != "canceled" {
+			t.Fatalf("child after its parent's timeout: %v", ch)
+		}
+	})
+
+	t.Run("a re-run of a parent whose child failed starts a new child at the failed stage", func(t *testing.T) {
+		var mu sync.Mutex
+		down := true
+		svcDown := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if down {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok": true}`)
+		}))
+		defer svcDown.Close()
+		child := svc.createWorkflow(t, ws, fmt.Sprintf(`{"name": "calls out", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "fetch", "module": "http.request", "config": {"url": %q, "failOnHttpError": true}}],
+		  "edges": [{"from": "t", "to": "fetch"}]}`, svcDown.URL))["id"].(string)
+		parent := svc.createWorkflow(t, ws, childParentDef("parent re-run", child))["id"].(string)
+		first := pollRun(t, c, c.trigger(t, parent, `{"x": 3}`), 30*time.Second, terminal)
+		if first["status"] != "FAILED" || stageOf(t, first, "call")["status"] != "FAILED" {
+			t.Fatalf("first run %s, stage %v", first["status"], stageOf(t, first, "call"))
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		m := pollRun(t, c, c.rerun(t, first["id"].(string), ""), 30*time.Second, terminal)
+		call := stageOf(t, m, "call")
+		var out struct{ After struct{ Fetch struct{ Status int } } }
+		raw, _ := json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || m["rerunOf"] != first["id"] || call["reused"] != false || call["childRunId"] == stageOf(t, first, "call")["childRunId"] ||
+			json.Unmarshal(raw, &out) != nil || out.After.Fetch.Status != http.StatusOK {
+			t.Fatalf("re-run %s (rerunOf %v), stage %v, output %s", m["status"], m["rerunOf"], call, raw)
+		}
+		ch := pollRun(t, c, call["childRunId"].(string), 30*time.Second, terminal)
+		if ch["status"] != "COMPLETED" || ch["parentRunId"] != m["id"] || ch["parentStageId"] != call["id"] {
+			t.Fatalf("the re-run's child %v", ch)
 		}
 	})
 
