@@ -127,6 +127,8 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 				t.Errorf("%s stages %v, want %v", comp, got, w)
 			}
 		}
+		// One iteration of a loop with a loop in its body cannot be re-run alone.
+		wantErrorBody(t, c.post("/v1/sdk/workflows/executions/"+m["id"].(string)+"/rerun", `{"fromStage": "orders", "iteration": 1}`), http.StatusBadRequest, "iteration")
 	})
 
 	t.Run("conditions: a body stage skipped in an iteration gathers null; a skipped FOR_EACH skips the gather", func(t *testing.T) {
