@@ -281,4 +281,7 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 	if total := afterCrash(t, svc.cli, restarted, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
 		t.Fatalf("balance %v, want 997", total)
 	}
+	if ledger := readExecutionLog(t, svc.cli); len(ledger) != 3 || ledger.once(t) != 3 {
+		t.Fatalf("the log has %d executions, want the 3 stages' (wait, echo, after), each charged once: %v", len(ledger), ledger)
+	}
 }

@@ -265,5 +265,11 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") {
 		t.Fatalf("timed run after the crash: %v %v", m["status"], m["error"])
 	}
-	afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID)
+	total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID)
+	// The timed run's delay may or may not have ended (and been charged) before the service
+	// stopped; whatever was charged was charged once, and the balance says so.
+	ledger := readExecutionLog(t, svc.cli)
+	if charged := ledger.once(t); len(ledger) != 2 || ledger[exec].Completed != 1 || ledger[exec].Charged != 1 || total != float64(1000-charged) {
+		t.Fatalf("the log has %d executions (want the 2 stages'), the retried stage's %+v, %d charged, balance %v", len(ledger), ledger[exec], charged, total)
+	}
 }

@@ -174,6 +174,20 @@ func readExecutionLog(t *testing.T, c *cli) executionLog {
 	return out
 }
 
+// once fails unless every execution in the log was submitted once, ended at most once and
+// charged at most once, and only if it completed; it returns how many were charged.
+func (l executionLog) once(t *testing.T) int {
+	t.Helper()
+	charged := 0
+	for id, e := range l {
+		if e.Submitted != 1 || e.Completed+e.Failed > 1 || e.Charged > e.Completed {
+			t.Fatalf("execution %s: submitted %d, completed %d, failed %d, charged %d times", id, e.Submitted, e.Completed, e.Failed, e.Charged)
+		}
+		charged += e.Charged
+	}
+	return charged
+}
+
 func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	const n = 200
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")

@@ -239,8 +239,8 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 				s["referenceId"], s["iteration"], s["status"], s["creditUsage"], exec, e.Submitted, e.Completed, e.Failed, e.Charged)
 		}
 	}
-	if len(ledger) != 2*n+1 {
-		t.Fatalf("the log has %d executions, want the run's %d stages' alone", len(ledger), 2*n+1)
+	if charged := ledger.once(t); len(ledger) != 2*n+1 || charged != 2*n+1 {
+		t.Fatalf("the log has %d executions, %d charged; want the run's %d stages' alone", len(ledger), charged, 2*n+1)
 	}
 	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-(2*n+1) {
 		t.Fatalf("balance %v after %d stages of 1 credit, want %d", total, 2*n+1, 1000-(2*n+1))
