@@ -146,7 +146,9 @@ func TestChildRunsBlackBox(t *testing.T) {
 		mu.Unlock()
 		m := pollRun(t, c, c.rerun(t, first["id"].(string), ""), 30*time.Second, terminal)
 		call := stageOf(t, m, "call")
-		var out struct{ After struct{ Fetch struct{ Status int } } }
+		var out struct {
+			After struct{ Fetch struct{ Status int } }
+		}
 		raw, _ := json.Marshal(m["output"])
 		if m["status"] != "COMPLETED" || m["rerunOf"] != first["id"] || call["reused"] != false || call["childRunId"] == stageOf(t, first, "call")["childRunId"] ||
 			json.Unmarshal(raw, &out) != nil || out.After.Fetch.Status != http.StatusOK {
