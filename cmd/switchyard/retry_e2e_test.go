@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // workspaceAPI calls the workspace endpoints with the bootstrapped owner's session.
@@ -175,10 +173,7 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 // retry (retryAt minus the failure's time).
 func retryWaits(t *testing.T, c *cli, stream string) []time.Duration {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), `SELECT data FROM events WHERE stream = $1 AND type = 'ExecutionAttemptFailed' ORDER BY revision`, stream)
 	if err != nil {
@@ -201,10 +196,7 @@ func retryWaits(t *testing.T, c *cli, stream string) []time.Duration {
 // eventCount counts the events of type in stream, straight from the log.
 func eventCount(t *testing.T, c *cli, stream, typ string) int {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	var n int
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE stream = $1 AND type = $2`, stream, typ).Scan(&n); err != nil {

@@ -103,10 +103,7 @@ func afterCrash(t *testing.T, c *cli, srv *serveProcess, workspaceID string) flo
 	if behind := projectorsBehind(t, c); behind != "" {
 		t.Fatalf("events were appended after the projectors stopped: %s", behind)
 	}
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	before := testenv.ReadModel(t, conn)
 	c.ok("projections", "rebuild", "--all")
@@ -137,10 +134,7 @@ type executionLog map[string]struct{ Submitted, Completed, Failed, Charged int }
 
 func readExecutionLog(t *testing.T, c *cli) executionLog {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), `
 		SELECT substr(stream, length('execution-') + 1), type, count(*) FROM events
