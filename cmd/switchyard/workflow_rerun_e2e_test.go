@@ -133,12 +133,28 @@ func TestWorkflowRerunBlackBox(t *testing.T) {
 		if m["totalUsage"] != float64(5+1+1) || m["failedStageCount"] != float64(0) || len(stages(m)) != 1+1+3*2+1 {
 			t.Fatalf("re-run usage %v (want fetch 5 + line 1 + total 1), %v failed, %d stages", m["totalUsage"], m["failedStageCount"], len(stages(m)))
 		}
+		spent += m["totalUsage"].(float64)
+
+		// From the gather: the loop's iterations, all completed upstream of it, are copied.
+		g := pollRun(t, c, c.rerun(t, m["id"].(string), `{"fromStage": "total"}`), 30*time.Second, terminal)
+		if got := stagesOf(t, g, "total")[-1]; g["status"] != "COMPLETED" || got != `COMPLETED {"failed":[],"lines":[{"sku":"a"},{"sku":"b"},{"sku":"c"}]}` {
+			t.Fatalf("re-run from the gather %s, total %s", g["status"], got)
+		}
+		for _, s := range stages(g) {
+			wantReused := s["referenceId"] == "fetch" || s["referenceId"] == "line"
+			if s["reused"] != wantReused || s["status"] != "COMPLETED" {
+				t.Fatalf("re-run from the gather: stage %s iteration %v: %s, reused %v; want reused %v", s["referenceId"], s["iteration"], s["status"], s["reused"], wantReused)
+			}
+		}
+		if g["totalUsage"] != float64(1) || len(stages(g)) != 1+1+3*2+1 {
+			t.Fatalf("re-run from the gather: usage %v (want total's 1 alone), %d stages", g["totalUsage"], len(stages(g)))
+		}
+		spent += g["totalUsage"].(float64)
 		mu.Lock()
 		defer mu.Unlock()
 		if !maps.Equal(hits, map[string]int{"a": 1, "b": 2, "c": 1}) {
 			t.Fatalf("the price service was called %v times, want a and c once, b twice", hits)
 		}
-		spent += m["totalUsage"].(float64)
 	})
 	t.Run("a run that has not ended is 409", func(t *testing.T) {
 		slow := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "slow", "components": [
