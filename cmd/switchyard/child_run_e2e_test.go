@@ -160,6 +160,39 @@ func TestChildRunsBlackBox(t *testing.T) {
 		}
 	})
 
+	t.Run("a RUN_WORKFLOW in a loop's body runs a child per iteration; the gather lists the failed child", func(t *testing.T) {
+		child := svc.createWorkflow(t, ws, `{"name": "double unless 3", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "double", "module": "expr.eval", "config": {"expression": "[n * 2][n == 3 ? 1 : 0]"}}],
+		  "edges": [{"from": "t", "to": "double"}]}`)["id"].(string)
+		parent := svc.createWorkflow(t, ws, fmt.Sprintf(`{"name": "a child per item", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "each", "module": "FOR_EACH", "config": {"items": "xs", "body": ["call"], "onFailure": "continue"}},
+			{"id": "call", "module": "RUN_WORKFLOW", "config": {"workflowId": %q}},
+			{"id": "sum", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "call", "mapping": {"n": "item"}}, {"from": "call", "to": "sum"}]}`, child))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, parent, `{"xs": [1, 2, 3]}`), 30*time.Second, terminal)
+		out, _ := json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || string(out) != `{"sum":{"failed":[2],"items":[{"double":{"result":2}},{"double":{"result":4}},null]}}` {
+			t.Fatalf("parent %s, output %s", m["status"], out)
+		}
+		children := map[any]bool{}
+		for _, s := range stages(m) {
+			if s["referenceId"] != "call" {
+				continue
+			}
+			ch := pollRun(t, c, s["childRunId"].(string), 30*time.Second, terminal)
+			wantStatus := map[bool]string{true: "FAILED", false: "COMPLETED"}[s["iteration"] == float64(2)]
+			if ch["status"] != wantStatus || s["status"] != wantStatus || ch["parentStageId"] != s["id"] || children[ch["id"]] {
+				t.Fatalf("iteration %v: stage %s, child %v", s["iteration"], s["status"], ch)
+			}
+			children[ch["id"]] = true
+		}
+		if len(children) != 3 {
+			t.Fatalf("%d children, want one per item", len(children))
+		}
+	})
+
 	t.Run("a RUN_WORKFLOW naming another workspace's workflow is a 400", func(t *testing.T) {
 		var other struct {
 			WorkspaceID string `json:"workspaceId"`
