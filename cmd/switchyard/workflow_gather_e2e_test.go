@@ -169,12 +169,24 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 	})
 }
 
-// A serve process killed with SIGKILL while the iterations of a FOR_EACH with a body run, a
-// gather after it, some iterations failing under onFailure "continue": after the restart the
-// run completes, every stage of every iteration and the gather ran once (one execution each:
-// submitted once, ended once, charged once if it completed, never if it failed; no other
-// execution), the gather saw every iteration in item order and the failed ones as failed,
-// billing audit is clean and projections rebuild reproduces the read model.
+// nestedCrashDef: orders, 2 at a time, each pricing its skus in an inner loop, 2 at a time, of
+// 300 ms stages; order gathers an order's skus, report gathers the orders.
+const nestedCrashDef = `{"name": "nested gather crash", "components": [
+	{"id": "t", "module": "ON_API_CALLED"},
+	{"id": "orders", "module": "FOR_EACH", "config": {"items": "orders", "concurrency": 2, "body": ["skus", "wait", "order"]}},
+	{"id": "skus", "module": "FOR_EACH", "config": {"items": "item", "concurrency": 2, "body": ["wait"]}},
+	{"id": "wait", "module": "core.delay", "config": {"ms": 300}},
+	{"id": "order", "module": "core.echo"},
+	{"id": "report", "module": "core.echo"}],
+  "edges": [{"from": "t", "to": "orders"}, {"from": "orders", "to": "skus"}, {"from": "skus", "to": "wait", "mapping": {"sku": "item"}},
+	{"from": "wait", "to": "order", "mapping": {"skus": "items"}}, {"from": "order", "to": "report", "mapping": {"orders": "items"}}]}`
+
+// A serve process killed with SIGKILL while two runs gather: the iterations of a FOR_EACH
+// with a body, some failing under onFailure "continue", and a nested loop's, run. After the
+// restart both runs complete, every stage ran once (one execution each: submitted once, ended
+// once, charged once if it completed, never if it failed; no other execution), the gathers saw
+// every iteration in item order and the failed ones as failed, billing audit is clean and
+// projections rebuild reproduces the read model.
 func TestSIGKILLDuringAGather(t *testing.T) {
 	const n = 40
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
@@ -188,23 +200,51 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 		{"id": "total", "module": "core.echo"}],
 	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"i": "index"}},
 		{"from": "work", "to": "line"}, {"from": "line", "to": "total", "mapping": {"lines": "items", "failed": "failed"}}]}`)
+	nestedWF := svc.createWorkflow(t, svc.key.WorkspaceID, nestedCrashDef)
 	items := make([]string, n)
 	for i := range items {
 		items[i] = strconv.Itoa(i)
 	}
+	const orders, skus = 6, 4
+	order := make([]string, orders)
+	orderOut := make([]string, orders)
+	for o := range order {
+		var in, out []string
+		for k := range skus {
+			in = append(in, strconv.Itoa(10*o+k))
+			out = append(out, fmt.Sprintf(`{"sku":%d}`, 10*o+k))
+		}
+		order[o] = "[" + strings.Join(in, ",") + "]"
+		orderOut[o] = `{"skus":[` + strings.Join(out, ",") + "]}"
+	}
 	id := c.trigger(t, wf["id"].(string), `{"items": [`+strings.Join(items, ",")+`]}`)
-	// 40 iterations of 300 ms, 4 at a time, take 3 s or more: kill once a few have ended.
-	pollRun(t, c, id, 60*time.Second, func(m map[string]any) bool {
-		ended := len(stagesOf(t, m, "line"))
+	nested := c.trigger(t, nestedWF["id"].(string), `{"orders": [`+strings.Join(order, ",")+`]}`)
+	// 40 iterations of 300 ms, 4 at a time, take 3 s or more, the nested run's 24 about 2 s:
+	// kill once a few of each have ended.
+	ended := func(m map[string]any, comp string) (done, all int) {
 		for _, s := range stages(m) {
-			if s["referenceId"] == "line" && !terminal(s) {
-				ended--
+			if s["referenceId"] == comp {
+				all++
+				if terminal(s) {
+					done++
+				}
 			}
 		}
-		if terminal(m) || ended == n {
+		return done, all
+	}
+	pollRun(t, c, id, 60*time.Second, func(m map[string]any) bool {
+		done, _ := ended(m, "line")
+		if terminal(m) || done == n {
 			t.Fatalf("the premise failed: every iteration ended before the kill: %v", m["status"])
 		}
-		return ended >= 4
+		return done >= 4
+	})
+	pollRun(t, c, nested, 60*time.Second, func(m map[string]any) bool {
+		done, _ := ended(m, "wait")
+		if terminal(m) || done == orders*skus {
+			t.Fatalf("the premise failed: every inner iteration ended before the kill: %v", m["status"])
+		}
+		return done >= 2
 	})
 	if err := svc.srv.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -235,8 +275,18 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 	if got, want := stagesOf(t, m, "total")[-1], `COMPLETED {"failed":[7,17,27,37],"lines":[`+strings.Join(lines, ",")+`]}`; got != want {
 		t.Fatalf("the gather: %s, want %s", got, want)
 	}
+
+	const nestedStages, nestedUsage = 1 + 1 + orders + orders*skus + orders + 1, orders*skus + orders + 1
+	nm := pollRun(t, c, nested, 120*time.Second, terminal)
+	if nm["status"] != "COMPLETED" || nm["totalUsage"] != float64(nestedUsage) || len(stages(nm)) != nestedStages {
+		t.Fatalf("nested run after the crash: %v, usage %v, %d stages; want COMPLETED, %d, %d", nm["status"], nm["totalUsage"], len(stages(nm)), nestedUsage, nestedStages)
+	}
+	if got, want := stagesOf(t, nm, "report")[-1], `COMPLETED {"orders":[`+strings.Join(orderOut, ",")+`]}`; got != want {
+		t.Fatalf("the nested run's gather: %s, want %s", got, want)
+	}
+
 	ledger := readExecutionLog(t, svc.cli)
-	for _, s := range stages(m) {
+	for _, s := range append(stages(m), stages(nm)...) {
 		if s["module"] == "ON_API_CALLED" || s["module"] == "FOR_EACH" {
 			continue
 		}
@@ -250,10 +300,11 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 				s["referenceId"], s["iteration"], s["status"], s["creditUsage"], exec, e.Submitted, e.Completed, e.Failed, e.Charged)
 		}
 	}
-	if got := ledger.once(t); len(ledger) != 2*n+1 || got != charged {
-		t.Fatalf("the log has %d executions, %d charged; want the run's %d module stages' alone, %d charged", len(ledger), got, 2*n+1, charged)
+	if got := ledger.once(t); len(ledger) != 2*n+1+nestedUsage || got != charged+nestedUsage {
+		t.Fatalf("the log has %d executions, %d charged; want the runs' %d module stages' alone, %d charged",
+			len(ledger), got, 2*n+1+nestedUsage, charged+nestedUsage)
 	}
-	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-usage {
-		t.Fatalf("balance %v after the run used %v credits, want %v", total, usage, 1000-usage)
+	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-usage-nestedUsage {
+		t.Fatalf("balance %v after the runs used %v credits, want %v", total, usage+nestedUsage, 1000-usage-nestedUsage)
 	}
 }
