@@ -292,12 +292,7 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 		return len(stages(m)) > 1 && stageOf(t, m, "call")["status"] == "RUNNING"
 	})
 	childID := stageOf(t, m, "call")["childRunId"].(string)
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 
 	m = pollRun(t, c, id, 60*time.Second, terminal)
 	if out, _ := json.Marshal(m["output"]); m["status"] != "COMPLETED" || string(out) != `{"after":{"echo":{"n":7}}}` {

@@ -238,12 +238,7 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m := pollRun(t, c, timed, 0, func(map[string]any) bool { return true }); terminal(m) {
 		t.Fatalf("the premise failed: the timed run ended before the kill: %v", m["status"])
 	}
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 
 	m := pollRun(t, c, retried, 60*time.Second, terminal)
 	flaky := stageOf(t, m, "flaky")

@@ -86,6 +86,19 @@ func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	return rep.Folded.Total
 }
 
+// killAndRestart kills the service's serve process with SIGKILL and starts another on the same
+// database and port, returning it once it is ready.
+func (s *sdkService) killAndRestart(t *testing.T) *serveProcess {
+	t.Helper()
+	if err := s.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.srv.done
+	restarted := s.cli.serve()
+	s.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	return restarted
+}
+
 // afterCrash ends a crash test once its runs have ended: it waits until the restarted service's
 // projectors have applied the whole log, stops the service, and requires `billing audit` clean
 // and `projections rebuild --all` to reproduce every read-model table row for row, so that what
@@ -194,12 +207,7 @@ func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	if terminal(last) {
 		t.Fatalf("the premise failed: every execution ended before the kill: %v", last)
 	}
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 	for _, id := range ids {
 		m := pollExecution(t, c, id, 120*time.Second, terminal)
 		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(1) {

@@ -367,12 +367,7 @@ func TestSIGKILLDuringAForEachRun(t *testing.T) {
 		}
 		return m["totalUsage"].(float64) >= 20
 	})
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 	m := pollRun(t, c, id, 120*time.Second, terminal)
 	if m["status"] != "COMPLETED" || m["totalUsage"] != float64(n) {
 		t.Fatalf("run after the crash: %v, usage %v", m["status"], m["totalUsage"])

@@ -246,12 +246,7 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 		}
 		return done >= 2
 	})
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 
 	const failed, stageCount, charged = 4, 2*n + 3, 2*n - 4 + 1 // line fails 4 times; failed executions are free
 	const usage = n + 1.5*(n-failed) + 1                        // work 1, line 1.5, total 1
