@@ -259,6 +259,14 @@ func (c *cli) serve() *serveProcess {
 	return s
 }
 
+// serveReady starts `switchyard serve` and waits until it answers /readyz with 200.
+func (c *cli) serveReady() *serveProcess {
+	c.t.Helper()
+	s := c.serve()
+	c.waitHTTP(s, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	return s
+}
+
 // get fetches a URL of the service and returns the status and body.
 func (c *cli) get(path string) (int, string, error) {
 	client := &http.Client{Timeout: 5 * time.Second}

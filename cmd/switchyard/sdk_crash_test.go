@@ -65,9 +65,7 @@ func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
 			second.env[i] = fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", second.port)
 		}
 	}
-	srv := second.serve()
-	second.waitHTTP(srv, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
-	return &second, srv
+	return &second, second.serveReady()
 }
 
 // auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
@@ -94,9 +92,7 @@ func (s *sdkService) killAndRestart(t *testing.T) *serveProcess {
 		t.Fatal(err)
 	}
 	<-s.srv.done
-	restarted := s.cli.serve()
-	s.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
-	return restarted
+	return s.cli.serveReady()
 }
 
 // afterCrash ends a crash test once its runs have ended: it stops the restarted service once
@@ -111,7 +107,7 @@ func afterCrash(t *testing.T, c *cli, srv *serveProcess, workspaceID string) flo
 			if time.Now().After(deadline) {
 				t.Fatalf("the projectors did not catch up with the log: %s", behind)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // each look is a process of its own
 		}
 		srv.stop(t, 30*time.Second)
 		behind := projectorsBehind(t, c)
@@ -123,8 +119,7 @@ func afterCrash(t *testing.T, c *cli, srv *serveProcess, workspaceID string) flo
 		if attempt == 3 {
 			t.Fatalf("events were appended after the projectors stopped, %d times in a row: %s", attempt, behind)
 		}
-		srv = c.serve()
-		c.waitHTTP(srv, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+		srv = c.serveReady()
 	}
 	conn := c.connect(t)
 	defer conn.Close(context.Background())
@@ -155,6 +150,7 @@ func projectorsBehind(t *testing.T, c *cli) string {
 // final failures and charges (by the charge's cause).
 type executionLog map[string]struct{ Submitted, Completed, Failed, Charged int }
 
+// readExecutionLog reads the executionLog of every execution in the binary's database.
 func readExecutionLog(t *testing.T, c *cli) executionLog {
 	t.Helper()
 	conn := c.connect(t)
