@@ -273,6 +273,8 @@ func TestChildRunsBlackBox(t *testing.T) {
 			t.Fatalf("child %v; parent usage %v", ch, m["totalUsage"])
 		}
 	})
+
+	stopAndAudit(t, svc.cli, svc.srv, ws)
 }
 
 // A serve process killed with SIGKILL while a child run runs: after the restart the child
@@ -308,7 +310,7 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 			t.Fatalf("child stage %s completed %d times", comp, n)
 		}
 	}
-	if total := afterCrash(t, svc.cli, restarted, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
+	if total := stopAndAudit(t, svc.cli, restarted, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
 		t.Fatalf("balance %v, want 997", total)
 	}
 	if ledger := readExecutionLog(t, svc.cli); len(ledger) != 3 || ledger.once(t) != 3 {

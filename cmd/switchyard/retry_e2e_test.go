@@ -252,7 +252,7 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") {
 		t.Fatalf("timed run after the crash: %v %v", m["status"], m["error"])
 	}
-	total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID)
+	total := stopAndAudit(t, svc.cli, restarted, svc.key.WorkspaceID)
 	// The timed run's delay may or may not have ended (and been charged) before the service
 	// stopped; whatever was charged was charged once, and the balance says so.
 	ledger := readExecutionLog(t, svc.cli)

@@ -95,11 +95,12 @@ func (s *sdkService) killAndRestart(t *testing.T) *serveProcess {
 	return s.cli.serveReady()
 }
 
-// afterCrash ends a crash test once its runs have ended: it stops the restarted service once
-// its projectors have applied the whole log, and requires `billing audit` clean and
-// `projections rebuild --all` to reproduce every read-model table row for row, so that what
-// the crash left in the read model is what the log says. It returns the audited balance.
-func afterCrash(t *testing.T, c *cli, srv *serveProcess, workspaceID string) float64 {
+// stopAndAudit ends a test once its runs have ended (a crash test's, after the restart): it
+// stops the service once its projectors have applied the whole log, and requires `billing
+// audit` clean and `projections rebuild --all` to reproduce every read-model table row for
+// row, so that what the service (or a crash) left in the read model is what the log says. It
+// returns the audited balance.
+func stopAndAudit(t *testing.T, c *cli, srv *serveProcess, workspaceID string) float64 {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		deadline := time.Now().Add(60 * time.Second)

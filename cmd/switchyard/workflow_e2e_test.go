@@ -386,7 +386,7 @@ func TestSIGKILLDuringAForEachRun(t *testing.T) {
 	if len(done) != n {
 		t.Fatalf("%d iterations completed, want %d", len(done), n)
 	}
-	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-n {
+	if total := stopAndAudit(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-n {
 		t.Fatalf("balance after %d iterations of 1 credit = %v, want %d: some ran twice to completion or were not charged", n, total, 1000-n)
 	}
 	if ledger := readExecutionLog(t, svc.cli); len(ledger) != n || ledger.once(t) != n {

@@ -167,6 +167,8 @@ func TestWorkflowGatherBlackBox(t *testing.T) {
 			t.Fatalf("price stages %v", stagesOf(t, m, "price"))
 		}
 	})
+
+	stopAndAudit(t, svc.cli, svc.srv, svc.key.WorkspaceID)
 }
 
 // nestedCrashDef: orders, 2 at a time, each pricing its skus in an inner loop, 2 at a time, of
@@ -299,7 +301,7 @@ func TestSIGKILLDuringAGather(t *testing.T) {
 		t.Fatalf("the log has %d executions, %d charged; want the runs' %d module stages' alone, %d charged",
 			len(ledger), got, 2*n+1+nestedUsage, charged+nestedUsage)
 	}
-	if total := afterCrash(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-usage-nestedUsage {
+	if total := stopAndAudit(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-usage-nestedUsage {
 		t.Fatalf("balance %v after the runs used %v credits, want %v", total, usage+nestedUsage, 1000-usage-nestedUsage)
 	}
 }

@@ -166,8 +166,7 @@ func TestWorkflowRerunBlackBox(t *testing.T) {
 		spent += pollRun(t, c, id, 30*time.Second, terminal)["totalUsage"].(float64)
 	})
 
-	svc.srv.stop(t, 30*time.Second)
-	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-spent {
+	if total := stopAndAudit(t, svc.cli, svc.srv, svc.key.WorkspaceID); total != 1000-spent {
 		t.Fatalf("balance %v after runs using %v credits, want %v", total, spent, 1000-spent)
 	}
 }
