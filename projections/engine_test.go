@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore/postgres"
 	"github.com/switchyard/switchyard/internal/testdb"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 type env struct {
@@ -151,38 +151,13 @@ func (e env) seed(t *testing.T, rng *rand.Rand, workspaces, billingOps int) []st
 	return ids
 }
 
-// snapshot reads every projector table as sorted JSON rows.
-func snapshot(t *testing.T, pool *pgxpool.Pool) map[string][]string {
-	t.Helper()
-	out := map[string][]string{}
-	for _, p := range projections.All() {
-		for _, table := range p.Tables() {
-			rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, table))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var list []string
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
-					t.Fatal(err)
-				}
-				list = append(list, s)
-			}
-			rows.Close()
-			out[table] = list
-		}
-	}
-	return out
-}
-
 func TestRebuildReproducesTablesRowForRow(t *testing.T) {
 	e := newEnv(t)
 	eng, _ := e.startEngine(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := e.seed(t, rng, 4, 300)
 	e.caughtUp(t, eng)
-	before := snapshot(t, e.pool)
+	before := testenv.ReadModel(t, e.pool)
 	if len(before["billing_transactions"]) == 0 || len(before["users"]) != 4 || len(before["memberships"]) != 4 {
 		t.Fatalf("seed produced too little to compare: %d tx, %d users", len(before["billing_transactions"]), len(before["users"]))
 	}
@@ -195,11 +170,9 @@ func TestRebuildReproducesTablesRowForRow(t *testing.T) {
 			t.Fatalf("rebuild %s reported no completion: %+v", p.Name(), progress)
 		}
 	}
-	after := snapshot(t, e.pool)
-	for table, rows := range before {
-		if !reflect.DeepEqual(rows, after[table]) {
-			t.Errorf("table %s differs after rebuild:\nbefore %d rows\nafter  %d rows", table, len(rows), len(after[table]))
-		}
+	after := testenv.ReadModel(t, e.pool)
+	for _, d := range testenv.ReadModelDiff(before, after) {
+		t.Errorf("after rebuild: %s", d)
 	}
 	// The live projector keeps working on the swapped-in tables.
 	if _, err := e.cmds.Billing.TopUp(context.Background(), ids[0], billing.FromWhole(7), "after-rebuild"); err != nil {

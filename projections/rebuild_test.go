@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // TestRebuildCatchesUpWithEventsAppendedDuringIt appends an event after the rebuild's replay
@@ -38,12 +39,12 @@ func TestRebuildCatchesUpWithEventsAppendedDuringIt(t *testing.T) {
 		t.Fatal("the rebuild reported no progress before its swap")
 	}
 	e.caughtUp(t, eng)
-	rebuilt := snapshot(t, e.pool)
+	rebuilt := testenv.ReadModel(t, e.pool)
 	// The same tables built by the live projector from scratch are the reference.
 	if err := eng.Rebuild(context.Background(), "billing", nil); err != nil {
 		t.Fatal(err)
 	}
-	if again := snapshot(t, e.pool); !reflect.DeepEqual(rebuilt, again) {
+	if again := testenv.ReadModel(t, e.pool); !reflect.DeepEqual(rebuilt, again) {
 		t.Fatal("the tables swapped in during the append differ from a quiet rebuild")
 	}
 	var n int
@@ -67,7 +68,7 @@ func TestConcurrentRebuildsOfOneProjector(t *testing.T) {
 	eng, _ := e.startEngine(t)
 	e.seed(t, rand.New(rand.NewPCG(5, 6)), 2, 200)
 	e.caughtUp(t, eng)
-	before := snapshot(t, e.pool)
+	before := testenv.ReadModel(t, e.pool)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() { errs <- eng.Rebuild(context.Background(), "billing", nil) }()
@@ -77,7 +78,7 @@ func TestConcurrentRebuildsOfOneProjector(t *testing.T) {
 			t.Fatalf("concurrent rebuild: %v", err)
 		}
 	}
-	if after := snapshot(t, e.pool); !reflect.DeepEqual(before, after) {
+	if after := testenv.ReadModel(t, e.pool); !reflect.DeepEqual(before, after) {
 		t.Fatal("tables differ after two concurrent rebuilds")
 	}
 }

@@ -6,10 +6,13 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/commands"
@@ -144,4 +147,65 @@ func (e *Env) CaughtUp(t testing.TB, name string) {
 	if err := e.Engine.WaitFor(ctx, name, last); err != nil {
 		t.Fatalf("projector %s did not catch up: %v", name, err)
 	}
+}
+
+// Querier is what ReadModel reads through: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ReadModel reads every projector's tables as sorted JSON rows, by table name: what a
+// `projections rebuild` must reproduce row for row.
+func ReadModel(t testing.TB, db Querier) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, p := range projections.All() {
+		for _, table := range p.Tables() {
+			rows, err := db.Query(context.Background(), fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatalf("read %s: %v", table, err)
+			}
+			out[table] = list
+		}
+	}
+	return out
+}
+
+// ReadModelDiff describes how after differs from before, table by table (row counts and the
+// first rows of each side that the other lacks); nil when they are equal.
+func ReadModelDiff(before, after map[string][]string) []string {
+	var diffs []string
+	tables := slices.Sorted(maps.Keys(before))
+	for table := range after {
+		if _, ok := before[table]; !ok {
+			tables = append(tables, table)
+		}
+	}
+	for _, table := range tables {
+		b, a := before[table], after[table]
+		if slices.Equal(b, a) {
+			continue
+		}
+		diffs = append(diffs, fmt.Sprintf("table %s: %d rows before, %d after; only before: %s; only after: %s",
+			table, len(b), len(a), firstMissing(b, a), firstMissing(a, b)))
+	}
+	return diffs
+}
+
+// firstMissing lists up to three rows of rows that are not in other.
+func firstMissing(rows, other []string) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(other, r) {
+			out = append(out, r)
+			if len(out) == 3 {
+				break
+			}
+		}
+	}
+	return out
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,7 +28,7 @@ func childParentDef(name, childID string) string {
 // stage with child_run_failed; cancelling a parent cancels its child; a RUN_WORKFLOW naming
 // another workspace's workflow is a 400; a workflow that runs itself fails with cycle.
 func TestChildRunsBlackBox(t *testing.T) {
-	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
+	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000", "SWITCHYARD_WEBHOOK_ALLOW_PRIVATE=true")
 	c := svc.caller(t, svc.key)
 	ws := svc.key.WorkspaceID
 	api := svc.ownerAPI(t)
@@ -96,6 +98,98 @@ func TestChildRunsBlackBox(t *testing.T) {
 		ch := pollRun(t, c, childID, 30*time.Second, terminal)
 		if e, _ := ch["error"].(map[string]any); ch["status"] != "FAILED" || ch["cancelRequestedAt"] == nil || e["code"] != "canceled" {
 			t.Fatalf("child after its parent's cancel: %v", ch)
+		}
+	})
+
+	t.Run("a parent past its timeoutMs fails with run_timeout and cancels its running child", func(t *testing.T) {
+		child := svc.createWorkflow(t, ws, `{"name": "slower", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "wait", "module": "core.delay", "config": {"ms": 10000}}],
+		  "edges": [{"from": "t", "to": "wait"}]}`)["id"].(string)
+		parent := svc.createWorkflow(t, ws, strings.Replace(childParentDef("parent timed out", child), `"components"`, `"timeoutMs": 1000, "components"`, 1))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, parent, `{"x": 1}`), 30*time.Second, terminal)
+		call := stageOf(t, m, "call")
+		if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") || call["childRunId"] == nil {
+			t.Fatalf("parent %s (error %v), stage %v", m["status"], m["error"], call)
+		}
+		ch := pollRun(t, c, call["childRunId"].(string), 30*time.Second, terminal)
+		if e, _ := ch["error"].(map[string]any); ch["status"] != "FAILED" || e["code"] != "canceled" {
+			t.Fatalf("child after its parent's timeout: %v", ch)
+		}
+	})
+
+	t.Run("a re-run of a parent whose child failed starts a new child at the failed stage", func(t *testing.T) {
+		var mu sync.Mutex
+		down := true
+		svcDown := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if down {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok": true}`)
+		}))
+		defer svcDown.Close()
+		child := svc.createWorkflow(t, ws, fmt.Sprintf(`{"name": "calls out", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "fetch", "module": "http.request", "config": {"url": %q, "failOnHttpError": true}}],
+		  "edges": [{"from": "t", "to": "fetch"}]}`, svcDown.URL))["id"].(string)
+		parent := svc.createWorkflow(t, ws, childParentDef("parent re-run", child))["id"].(string)
+		first := pollRun(t, c, c.trigger(t, parent, `{"x": 3}`), 30*time.Second, terminal)
+		if first["status"] != "FAILED" || stageOf(t, first, "call")["status"] != "FAILED" {
+			t.Fatalf("first run %s, stage %v", first["status"], stageOf(t, first, "call"))
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		m := pollRun(t, c, c.rerun(t, first["id"].(string), ""), 30*time.Second, terminal)
+		call := stageOf(t, m, "call")
+		var out struct {
+			After struct{ Fetch struct{ Status int } }
+		}
+		raw, _ := json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || m["rerunOf"] != first["id"] || call["reused"] != false || call["childRunId"] == stageOf(t, first, "call")["childRunId"] ||
+			json.Unmarshal(raw, &out) != nil || out.After.Fetch.Status != http.StatusOK {
+			t.Fatalf("re-run %s (rerunOf %v), stage %v, output %s", m["status"], m["rerunOf"], call, raw)
+		}
+		ch := pollRun(t, c, call["childRunId"].(string), 30*time.Second, terminal)
+		if ch["status"] != "COMPLETED" || ch["parentRunId"] != m["id"] || ch["parentStageId"] != call["id"] {
+			t.Fatalf("the re-run's child %v", ch)
+		}
+	})
+
+	t.Run("a RUN_WORKFLOW in a loop's body runs a child per iteration; the gather lists the failed child", func(t *testing.T) {
+		child := svc.createWorkflow(t, ws, `{"name": "double unless 3", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "double", "module": "expr.eval", "config": {"expression": "[n * 2][n == 3 ? 1 : 0]"}}],
+		  "edges": [{"from": "t", "to": "double"}]}`)["id"].(string)
+		parent := svc.createWorkflow(t, ws, fmt.Sprintf(`{"name": "a child per item", "components": [
+			{"id": "t", "module": "ON_API_CALLED"},
+			{"id": "each", "module": "FOR_EACH", "config": {"items": "xs", "body": ["call"], "onFailure": "continue"}},
+			{"id": "call", "module": "RUN_WORKFLOW", "config": {"workflowId": %q}},
+			{"id": "sum", "module": "core.echo"}],
+		  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "call", "mapping": {"n": "item"}}, {"from": "call", "to": "sum"}]}`, child))["id"].(string)
+		m := pollRun(t, c, c.trigger(t, parent, `{"xs": [1, 2, 3]}`), 30*time.Second, terminal)
+		out, _ := json.Marshal(m["output"])
+		if m["status"] != "COMPLETED" || string(out) != `{"sum":{"failed":[2],"items":[{"double":{"result":2}},{"double":{"result":4}},null]}}` {
+			t.Fatalf("parent %s, output %s", m["status"], out)
+		}
+		children := map[any]bool{}
+		for _, s := range stages(m) {
+			if s["referenceId"] != "call" {
+				continue
+			}
+			ch := pollRun(t, c, s["childRunId"].(string), 30*time.Second, terminal)
+			wantStatus := map[bool]string{true: "FAILED", false: "COMPLETED"}[s["iteration"] == float64(2)]
+			if ch["status"] != wantStatus || s["status"] != wantStatus || ch["parentStageId"] != s["id"] || children[ch["id"]] {
+				t.Fatalf("iteration %v: stage %s, child %v", s["iteration"], s["status"], ch)
+			}
+			children[ch["id"]] = true
+		}
+		if len(children) != 3 {
+			t.Fatalf("%d children, want one per item", len(children))
 		}
 	})
 
@@ -179,6 +273,8 @@ func TestChildRunsBlackBox(t *testing.T) {
 			t.Fatalf("child %v; parent usage %v", ch, m["totalUsage"])
 		}
 	})
+
+	stopAndAudit(t, svc.cli, svc.srv, ws)
 }
 
 // A serve process killed with SIGKILL while a child run runs: after the restart the child
@@ -198,12 +294,7 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 		return len(stages(m)) > 1 && stageOf(t, m, "call")["status"] == "RUNNING"
 	})
 	childID := stageOf(t, m, "call")["childRunId"].(string)
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 
 	m = pollRun(t, c, id, 60*time.Second, terminal)
 	if out, _ := json.Marshal(m["output"]); m["status"] != "COMPLETED" || string(out) != `{"after":{"echo":{"n":7}}}` {
@@ -219,8 +310,10 @@ func TestSIGKILLDuringAChildRun(t *testing.T) {
 			t.Fatalf("child stage %s completed %d times", comp, n)
 		}
 	}
-	restarted.stop(t, 30*time.Second)
-	if total := auditTotal(t, svc.cli, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
+	if total := stopAndAudit(t, svc.cli, restarted, ws); total != 1000-3 { // wait 1, echo 1 in the child; after 1 in the parent
 		t.Fatalf("balance %v, want 997", total)
+	}
+	if ledger := readExecutionLog(t, svc.cli); len(ledger) != 3 || ledger.once(t) != 3 {
+		t.Fatalf("the log has %d executions, want the 3 stages' (wait, echo, after), each charged once: %v", len(ledger), ledger)
 	}
 }

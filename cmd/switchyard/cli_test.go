@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/internal/syncbuf"
@@ -157,6 +158,28 @@ func (c *cli) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%
 // databaseURL is the database the binary uses, for the test's own queries.
 func (c *cli) databaseURL() string { return c.dbURL }
 
+// tooManyConnections is PostgreSQL's SQLSTATE for a server out of connection slots.
+const tooManyConnections = "53300"
+
+// connect opens a connection of the test's own to the binary's database. PostgreSQL's
+// connection slots are shared by every test package running on the machine: a refusal for
+// want of one (too many clients) is tried again for up to 30 s rather than failing the test.
+func (c *cli) connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(context.Background(), c.dbURL)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return conn
+		case !errors.As(err, &pgErr) || pgErr.Code != tooManyConnections || time.Now().After(deadline):
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // run runs one command to completion with extra environment variables (NAME=value) prepended
 // to args as "env:NAME=value" entries.
 func (c *cli) run(args ...string) result {
@@ -233,6 +256,14 @@ func (c *cli) serve() *serveProcess {
 			<-s.done
 		}
 	})
+	return s
+}
+
+// serveReady starts `switchyard serve` and waits until it answers /readyz with 200.
+func (c *cli) serveReady() *serveProcess {
+	c.t.Helper()
+	s := c.serve()
+	c.waitHTTP(s, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
 	return s
 }
 

@@ -173,4 +173,6 @@ func TestRunNotifyBlackBox(t *testing.T) {
 			}
 		}
 	})
+
+	stopAndAudit(t, svc.cli, svc.srv, svc.key.WorkspaceID)
 }

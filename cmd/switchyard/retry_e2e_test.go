@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // workspaceAPI calls the workspace endpoints with the bootstrapped owner's session.
@@ -175,10 +173,7 @@ func TestRetryPolicyBlackBox(t *testing.T) {
 // retry (retryAt minus the failure's time).
 func retryWaits(t *testing.T, c *cli, stream string) []time.Duration {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), `SELECT data FROM events WHERE stream = $1 AND type = 'ExecutionAttemptFailed' ORDER BY revision`, stream)
 	if err != nil {
@@ -201,10 +196,7 @@ func retryWaits(t *testing.T, c *cli, stream string) []time.Duration {
 // eventCount counts the events of type in stream, straight from the log.
 func eventCount(t *testing.T, c *cli, stream, typ string) int {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := c.connect(t)
 	defer conn.Close(context.Background())
 	var n int
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE stream = $1 AND type = $2`, stream, typ).Scan(&n); err != nil {
@@ -246,12 +238,7 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m := pollRun(t, c, timed, 0, func(map[string]any) bool { return true }); terminal(m) {
 		t.Fatalf("the premise failed: the timed run ended before the kill: %v", m["status"])
 	}
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 
 	m := pollRun(t, c, retried, 60*time.Second, terminal)
 	flaky := stageOf(t, m, "flaky")
@@ -265,6 +252,11 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 	if m["status"] != "FAILED" || !strings.Contains(fmt.Sprint(m["error"]), "code:run_timeout") {
 		t.Fatalf("timed run after the crash: %v %v", m["status"], m["error"])
 	}
-	restarted.stop(t, 30*time.Second)
-	auditTotal(t, svc.cli, svc.key.WorkspaceID)
+	total := stopAndAudit(t, svc.cli, restarted, svc.key.WorkspaceID)
+	// The timed run's delay may or may not have ended (and been charged) before the service
+	// stopped; whatever was charged was charged once, and the balance says so.
+	ledger := readExecutionLog(t, svc.cli)
+	if charged := ledger.once(t); len(ledger) != 2 || ledger[exec].Completed != 1 || ledger[exec].Charged != 1 || total != float64(1000-charged) {
+		t.Fatalf("the log has %d executions (want the 2 stages'), the retried stage's %+v, %d charged, balance %v", len(ledger), ledger[exec], charged, total)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // submitMany submits n bodies from workers goroutines, spreading them over callers, and
@@ -47,7 +53,6 @@ func submitMany(t *testing.T, callers []*rawCaller, n, workers int, body func(i 
 	return ids
 }
 
-// auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
 // startSecond starts another serve process on the service's database, listening on a port of
 // its own, and waits until it is ready.
 func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
@@ -60,11 +65,10 @@ func (s *sdkService) startSecond(t *testing.T) (*cli, *serveProcess) {
 			second.env[i] = fmt.Sprintf("SWITCHYARD_LISTEN=127.0.0.1:%d", second.port)
 		}
 	}
-	srv := second.serve()
-	second.waitHTTP(srv, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
-	return &second, srv
+	return &second, second.serveReady()
 }
 
+// auditTotal runs `billing audit --json` and returns the folded total, failing unless clean.
 func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	t.Helper()
 	res := c.run("billing", "audit", workspaceID, "--json")
@@ -80,6 +84,124 @@ func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	return rep.Folded.Total
 }
 
+// killAndRestart kills the service's serve process with SIGKILL and starts another on the same
+// database and port, returning it once it is ready.
+func (s *sdkService) killAndRestart(t *testing.T) *serveProcess {
+	t.Helper()
+	if err := s.srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.srv.done
+	return s.cli.serveReady()
+}
+
+// stopAndAudit ends a test once its runs have ended (a crash test's, after the restart): it
+// stops the service once its projectors have applied the whole log, and requires `billing
+// audit` clean and `projections rebuild --all` to reproduce every read-model table row for
+// row, so that what the service (or a crash) left in the read model is what the log says. It
+// returns the audited balance.
+func stopAndAudit(t *testing.T, c *cli, srv *serveProcess, workspaceID string) float64 {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		deadline := time.Now().Add(60 * time.Second)
+		for behind := projectorsBehind(t, c); behind != ""; behind = projectorsBehind(t, c) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the projectors did not catch up with the log: %s", behind)
+			}
+			time.Sleep(200 * time.Millisecond) // each look is a process of its own
+		}
+		srv.stop(t, 30*time.Second)
+		behind := projectorsBehind(t, c)
+		if behind == "" {
+			break
+		}
+		// Work that ended while the service drained was recorded after its projectors had
+		// stopped: the next start projects it.
+		if attempt == 3 {
+			t.Fatalf("events were appended after the projectors stopped, %d times in a row: %s", attempt, behind)
+		}
+		srv = c.serveReady()
+	}
+	conn := c.connect(t)
+	defer conn.Close(context.Background())
+	before := testenv.ReadModel(t, conn)
+	c.ok("projections", "rebuild", "--all")
+	for _, d := range testenv.ReadModelDiff(before, testenv.ReadModel(t, conn)) {
+		t.Errorf("projections rebuild did not reproduce the read model: %s", d)
+	}
+	return auditTotal(t, c, workspaceID)
+}
+
+// projectorsBehind names the projectors that have not applied every event of the log, or that
+// failed; "" when none.
+func projectorsBehind(t *testing.T, c *cli) string {
+	t.Helper()
+	var st []projections.Status
+	c.okJSON(&st, "projections", "status", "--json")
+	var behind []string
+	for _, s := range st {
+		if s.Lag != 0 || s.Error != "" {
+			behind = append(behind, fmt.Sprintf("%s (lag %d, error %q)", s.Name, s.Lag, s.Error))
+		}
+	}
+	return strings.Join(behind, ", ")
+}
+
+// executionLog counts, from the log, what happened to each execution: submits, completions,
+// final failures and charges (by the charge's cause).
+type executionLog map[string]struct{ Submitted, Completed, Failed, Charged int }
+
+// readExecutionLog reads the executionLog of every execution in the binary's database.
+func readExecutionLog(t *testing.T, c *cli) executionLog {
+	t.Helper()
+	conn := c.connect(t)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `
+		SELECT substr(stream, length('execution-') + 1), type, count(*) FROM events
+		 WHERE stream LIKE 'execution-%' AND type IN ('ExecutionSubmitted', 'ExecutionCompleted', 'ExecutionFailed') GROUP BY 1, 2
+		UNION ALL
+		SELECT substr(data->>'cause', length('execution-') + 1), type, count(*) FROM events
+		 WHERE type = 'CreditsCharged' AND data->>'cause' LIKE 'execution-%' GROUP BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := executionLog{}
+	var id, typ string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &typ, &n}, func() error {
+		e := out[id]
+		switch typ {
+		case "ExecutionSubmitted":
+			e.Submitted = n
+		case "ExecutionCompleted":
+			e.Completed = n
+		case "ExecutionFailed":
+			e.Failed = n
+		case "CreditsCharged":
+			e.Charged = n
+		}
+		out[id] = e
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// once fails unless every execution in the log was submitted once, ended at most once and
+// charged at most once, and only if it completed; it returns how many were charged.
+func (l executionLog) once(t *testing.T) int {
+	t.Helper()
+	charged := 0
+	for id, e := range l {
+		if e.Submitted != 1 || e.Completed+e.Failed > 1 || e.Charged > e.Completed {
+			t.Fatalf("execution %s: submitted %d, completed %d, failed %d, charged %d times", id, e.Submitted, e.Completed, e.Failed, e.Charged)
+		}
+		charged += e.Charged
+	}
+	return charged
+}
+
 func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	const n = 200
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")
@@ -92,12 +214,7 @@ func TestSIGKILLWithExecutionsInFlight(t *testing.T) {
 	if terminal(last) {
 		t.Fatalf("the premise failed: every execution ended before the kill: %v", last)
 	}
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 	for _, id := range ids {
 		m := pollExecution(t, c, id, 120*time.Second, terminal)
 		if m["status"] != "COMPLETED" || m["totalUsage"] != float64(1) {

@@ -154,9 +154,7 @@ func startSDKService(t *testing.T, credits int, env ...string) *sdkService {
 	if !strings.HasPrefix(key.APIKey, "ws_") || key.APISecret == "" || key.WorkspaceID == "" {
 		t.Fatalf("bootstrap printed %+v", key)
 	}
-	s := c.serve()
-	c.waitHTTP(s, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
-	return &sdkService{cli: c, srv: s, key: key}
+	return &sdkService{cli: c, srv: c.serveReady(), key: key}
 }
 
 // newKey mints another key for a workspace of the service.

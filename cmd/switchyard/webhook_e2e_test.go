@@ -103,8 +103,7 @@ func TestWebhookSurvivesSIGKILLDuringBackoff(t *testing.T) {
 		t.Fatalf("deliveries before the kill: %v (the kill came too late to test a back-off)", ids)
 	}
 
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.cli.serveReady()
 	m = pollExecution(t, c, id, 60*time.Second, func(m map[string]any) bool { return callbackOf(m)["deliveredAt"] != nil })
 	cb := callbackOf(m)
 	if cb["attemptCount"] != float64(2) || cb["lastError"] != nil {

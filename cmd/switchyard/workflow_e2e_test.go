@@ -367,12 +367,7 @@ func TestSIGKILLDuringAForEachRun(t *testing.T) {
 		}
 		return m["totalUsage"].(float64) >= 20
 	})
-	if err := svc.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-svc.srv.done
-	restarted := svc.cli.serve()
-	svc.cli.waitHTTP(restarted, "/readyz", 60*time.Second, func(status int, _ string) bool { return status == http.StatusOK })
+	restarted := svc.killAndRestart(t)
 	m := pollRun(t, c, id, 120*time.Second, terminal)
 	if m["status"] != "COMPLETED" || m["totalUsage"] != float64(n) {
 		t.Fatalf("run after the crash: %v, usage %v", m["status"], m["totalUsage"])
@@ -391,8 +386,10 @@ func TestSIGKILLDuringAForEachRun(t *testing.T) {
 	if len(done) != n {
 		t.Fatalf("%d iterations completed, want %d", len(done), n)
 	}
-	restarted.stop(t, 30*time.Second)
-	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-n {
+	if total := stopAndAudit(t, svc.cli, restarted, svc.key.WorkspaceID); total != 1000-n {
 		t.Fatalf("balance after %d iterations of 1 credit = %v, want %d: some ran twice to completion or were not charged", n, total, 1000-n)
+	}
+	if ledger := readExecutionLog(t, svc.cli); len(ledger) != n || ledger.once(t) != n {
+		t.Fatalf("the log has %d executions, want the %d iterations', each charged once", len(ledger), n)
 	}
 }

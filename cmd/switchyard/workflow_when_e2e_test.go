@@ -107,11 +107,10 @@ func TestWorkflowConditionsBlackBox(t *testing.T) {
 	})
 
 	// Skipped stages were never charged: the workspace paid for the stages that ran, no more.
-	svc.srv.stop(t, 30*time.Second)
 	if spent != 5+3.5+5 { // the example's second run: score 1.5, review 1, notify 1.5, done 1
 		t.Fatalf("the runs used %v credits, want 13.5", spent)
 	}
-	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 1000-spent {
+	if total := stopAndAudit(t, svc.cli, svc.srv, svc.key.WorkspaceID); total != 1000-spent {
 		t.Fatalf("balance %v after runs using %v credits, want %v", total, spent, 1000-spent)
 	}
 }

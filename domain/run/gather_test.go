@@ -116,8 +116,14 @@ func TestGatherAfterForEach(t *testing.T) {
 func assertReplays(t *testing.T, want run.State, log []domain.Event) {
 	t.Helper()
 	events, _ := run.DecideTrigger(run.State{}, want.ID, want.WorkspaceID, want.WorkflowID, "", want.TriggerID, want.Definition, want.Input, cond, t0)
+	assertFolds(t, want, append(events, log...))
+}
+
+// assertFolds folds the decoded events, from the run's start, and compares with want.
+func assertFolds(t *testing.T, want run.State, log []domain.Event) {
+	t.Helper()
 	replayed := run.State{}
-	for _, e := range append(events, log...) {
+	for _, e := range log {
 		data, _ := json.Marshal(e)
 		back, err := domain.Events.Decode(e.EventType(), data)
 		if err != nil {

@@ -59,6 +59,7 @@ func DecideRerun(orig State, newRunID, apiKeyID string, r Rerun, when Condition,
 		Conditions: conditions(orig.graph.Out[orig.TriggerID], input, input, when), At: now.UTC()}
 	if r.FromStage != "" || len(r.Input) == 0 {
 		ev.Reused = orig.reusable(orig.restart(r.FromStage))
+		ev.Reused = append(ev.Reused, orig.reusableLoops(r.FromStage)...)
 	}
 	if r.Iteration != nil {
 		ev.Reused = append(ev.Reused, orig.reusableIterations(r.FromStage, *r.Iteration)...)
@@ -68,9 +69,15 @@ func DecideRerun(orig State, newRunID, apiKeyID string, r Rerun, when Condition,
 
 // restart is the components a re-run runs again: from and what is downstream of it, or,
 // without from, every stage that did not complete and what is downstream of those. A
-// FOR_EACH and its body are always in it, with what is downstream of them: only a re-run of
-// one iteration copies body stages (reusableIterations).
+// FOR_EACH and its body are always in it, with what is downstream of them: body stages are
+// copied per iteration (reusableIterations, reusableLoops), when the FOR_EACH is dispatched.
 func (s *State) restart(from string) map[string]bool {
+	return s.restartFrom(from, true)
+}
+
+// restartFrom is restart with or without the rule that every FOR_EACH and its body run again;
+// without it, a body component restarts only from upstream (its stages are per iteration).
+func (s *State) restartFrom(from string, loops bool) map[string]bool {
 	var roots []string
 	if from != "" {
 		roots = append(roots, from)
@@ -79,9 +86,12 @@ func (s *State) restart(from string) map[string]bool {
 		if !s.scope[id] || id == s.TriggerID {
 			continue
 		}
-		st, ok := s.stageAt(id, NoIteration)
-		loop := s.body[id] != "" || s.graph.Components[id].Module == workflow.ModuleForEach
-		if loop || (from == "" && (!ok || st.Status != StageStatusCompleted)) {
+		inBody := s.body[id] != ""
+		if loops && (inBody || s.graph.Components[id].Module == workflow.ModuleForEach) {
+			roots = append(roots, id)
+			continue
+		}
+		if st, ok := s.stageAt(id, NoIteration); from == "" && !inBody && (!ok || st.Status != StageStatusCompleted) {
 			roots = append(roots, id)
 		}
 	}
@@ -135,8 +145,30 @@ func (s *State) checkIteration(r Rerun) error {
 	return nil
 }
 
+// reusableLoops lists the body stages to copy of the top-level FOR_EACH loops (without a loop
+// in their body) that nothing restarted feeds: the loop stage is created again, as always, and
+// each of its iterations whose body stages all completed is copied rather than run and billed
+// again (a re-run from a gather after the loop runs the gather alone).
+func (s *State) reusableLoops(from string) []Reuse {
+	fed := s.restartFrom(from, false)
+	runsAgain := map[string]bool{} // by FOR_EACH: a loop in its body, or a body component fed
+	for b, loop := range s.body {
+		runsAgain[loop] = runsAgain[loop] || s.graph.Components[b].Module == workflow.ModuleForEach || fed[b]
+	}
+	var out []Reuse
+	for _, id := range s.graph.Order {
+		if !s.scope[id] || s.graph.Components[id].Module != workflow.ModuleForEach || s.body[id] != "" || fed[id] || runsAgain[id] {
+			continue
+		}
+		if s.forEaches[StageID(s.ID, id, NoIteration)] != nil {
+			out = append(out, s.reusableIterations(id, -1)...)
+		}
+	}
+	return out
+}
+
 // reusableIterations lists the body stages of the iterations of FOR_EACH loop other than it
-// whose body stages all completed.
+// (-1: all of them) whose body stages all completed.
 func (s *State) reusableIterations(loop string, it int) []Reuse {
 	loopID := StageID(s.ID, loop, NoIteration)
 	var out []Reuse

@@ -3,6 +3,7 @@ package run_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/switchyard/switchyard/domain"
@@ -172,5 +173,39 @@ func TestRerunRefusesAnIterationOutsideALoopItRan(t *testing.T) {
 		if _, err := run.DecideRerun(h.s, "run-2", "", r, cond, t0); !errors.Is(err, domain.ErrInvalid) {
 			t.Fatalf("%+v: %v", r, err)
 		}
+	}
+}
+
+// A re-run from the gather after a loop, or from the stages that did not complete, copies the
+// loop's iterations whose body stages all completed (a skipped one included) instead of running
+// and billing them again; a failed iteration runs again, and the gather gets what it got before.
+func TestRerunAfterALoopCopiesItsCompletedIterations(t *testing.T) {
+	const items = `[{"v": 1, "go": true}, {"v": 2, "go": true, "fail": true}, {"v": 3, "go": false}, {"v": 4, "go": true}]`
+	h := start(t, def(t, gatherLoop(`{"items": "items", "body": ["a", "b"], "onFailure": "continue"}`)), `{"loop": true, "items": `+items+`}`)
+	_, before := h.playAll()
+	if h.s.Status != run.StatusCompleted {
+		t.Fatalf("original %+v", h.s.Detail())
+	}
+	for _, r := range []run.Rerun{{FromStage: "g"}, {}} {
+		started, err := run.DecideRerun(h.s, "run-2", "key", r, cond, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &harness{t: t, at: t0}
+		n.apply(started)
+		log, inputs := n.playAll()
+		var its []string
+		for _, st := range n.s.Stages {
+			if st.Reused {
+				its = append(its, fmt.Sprint(st.ComponentID, st.Iteration))
+			}
+		}
+		if want := "[a0 b0 a2 b2 a3 b3]"; fmt.Sprint(its) != want {
+			t.Fatalf("re-run %+v reused %v, want %s", r, its, want)
+		}
+		if n.s.Status != run.StatusCompleted || n.s.TotalUsage != 2000 || inputs["a"] != `{"fail":true,"go":true,"v":2}` || inputs["g"] != before["g"] {
+			t.Fatalf("re-run %+v: %s, usage %d (want g and h alone), a ran with %s, g with %s (want %s)", r, n.s.Status, n.s.TotalUsage, inputs["a"], inputs["g"], before["g"])
+		}
+		assertFolds(t, n.s, append(started, log...))
 	}
 }
