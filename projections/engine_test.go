@@ -363,3 +363,32 @@ func TestWaitForHonoursContext(t *testing.T) {
 		t.Fatalf("WaitFor on a stopped engine: %v", err)
 	}
 }
+
+func TestCatchUpWaitsForEveryRunningProjector(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	eng, _ := e.startEngine(t)
+	if err := eng.Running(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.seed(t, rand.New(rand.NewPCG(7, 7)), 3, 200)
+	head, err := e.store.HeadPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := eng.CatchUp(cctx, head); err != nil {
+		t.Fatal(err)
+	}
+	// Straight after CatchUp, with no wait of our own, nothing up to head is pending.
+	st, err := eng.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Lag != 0 {
+			t.Errorf("projector %s: lag %d after CatchUp", s.Name, s.Lag)
+		}
+	}
+}

@@ -99,7 +99,24 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	}
 	hs := newHTTPServer(srv.Handler(), a.cfg.ReadTimeout)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.engine.Run(gctx) })
+	// The projection engine outlives the reactors: it stops after their drain has been
+	// projected (settleProjections), so a clean stop leaves no read model behind the log.
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- a.engine.Run(engineCtx) }()
+	g.Go(func() error {
+		select {
+		case err := <-engineDone:
+			engineDone <- err // for the read after g.Wait
+			if err == nil {
+				err = errors.New("stopped early")
+			}
+			return fmt.Errorf("projection engine: %w", err)
+		case <-gctx.Done():
+			return nil
+		}
+	})
 	if !a.noExecutor {
 		g.Go(func() error { return exec.Run(gctx) })
 		g.Go(func() error { return sched.Run(gctx) })
@@ -124,5 +141,27 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		defer cancel()
 		return hs.Shutdown(sctx)
 	})
-	return g.Wait()
+	err = g.Wait()
+	if err == nil {
+		a.settleProjections()
+	}
+	stopEngine()
+	if engErr := <-engineDone; err == nil && engErr != nil {
+		err = fmt.Errorf("projection engine: %w", engErr)
+	}
+	return err
+}
+
+// settleProjections waits, at most the shutdown timeout, for the running projectors to apply
+// the log as it stands after the drain.
+func (a *app) settleProjections() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	head, err := a.store.HeadPosition(ctx)
+	if err == nil {
+		err = a.engine.CatchUp(ctx, head)
+	}
+	if err != nil {
+		a.log.WithError(err).Warn("read models not caught up at shutdown")
+	}
 }
