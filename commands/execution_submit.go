@@ -86,12 +86,18 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 	if err := s.checkBalance(ctx); err != nil {
 		return execution.State{}, err
 	}
+	if err := s.findLeaderOutput(ctx); err != nil {
+		return execution.State{}, err
+	}
 	// Every check has passed: from here on, only appends.
 	if err := s.takeSignature(ctx); err != nil {
 		return execution.State{}, err
 	}
 	if prev, found, err := s.bindIdempotencyKey(ctx); found || err != nil {
 		return prev, err
+	}
+	if st, recorded, err := s.recordFree(ctx); recorded || err != nil {
+		return st, err
 	}
 	if st, recorded, err := s.runFirst(ctx); recorded || err != nil {
 		return st, err
@@ -140,6 +146,66 @@ func (h *Executions) runsFirst(c SubmitExecution, sub execution.Submit) bool {
 	}
 	m, ok := h.modules.Get(c.Module)
 	return ok && modules.IsRepeatable(m)
+}
+
+// completedExecution is execution id when it has completed, else the zero state. A completed
+// execution in the state cache is taken as it is: it never changes again.
+func (h *Executions) completedExecution(ctx context.Context, id string) (execution.State, error) {
+	stream := ExecutionStream(id)
+	cur, _, _ := cachedState(h, stream, executionAgg)
+	if cur.state.Status != execution.StatusCompleted {
+		var err error
+		if cur, err = load(ctx, h, stream, executionAgg); err != nil {
+			return execution.State{}, err
+		}
+	}
+	if cur.state.Status != execution.StatusCompleted {
+		return execution.State{}, nil
+	}
+	return cur.state, nil
+}
+
+// recordFree appends, in one commit that takes the request's claim, the submit of a free call
+// (sub.CachedFrom) and its completion with leader's output, with no usage: the execution a free
+// call would otherwise wait for the executor to complete the same way (executor.follow). It
+// returns the state as submitted and as completed.
+func (h *Executions) recordFree(ctx context.Context, sub execution.Submit, leader execution.State, claim *RequestClaim) (execution.State, execution.State, error) {
+	now := h.now()
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	var submitted execution.State
+	for _, e := range events {
+		submitted = submitted.Evolve(e)
+	}
+	done, err := Outcome{Worker: sub.Runner, Output: leader.Output}.decideFirst(submitted, now)
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	data, err := encodeEvents(ctx, append(events, done...))
+	if err != nil {
+		return execution.State{}, execution.State{}, err
+	}
+	stream := ExecutionStream(sub.ExecutionID)
+	part := eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream(), Events: data}
+	if c, ok := claim.carried(); ok {
+		part.Claims = []eventstore.Claim{c}
+	}
+	res, err := h.store.AppendMulti(ctx, part)
+	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
+		return execution.State{}, execution.State{}, ErrReplayed
+	}
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	claim.committed()
+	ended := submitted
+	for _, e := range done {
+		ended = ended.Evolve(e)
+	}
+	h.cache.put(stream, loaded[execution.State]{state: ended, revision: res[0].NextRevision, exists: true})
+	return submitted, ended, nil
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A

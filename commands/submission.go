@@ -33,6 +33,9 @@ type submission struct {
 	// of a call it ran first and gave up on.
 	runner Runner
 	tried  execution.State
+	// done is the leader of a free call when it has completed: the call is then recorded
+	// complete at once (recordFree).
+	done execution.State
 }
 
 // newSubmission checks and prices the call, without I/O (prepareSubmit).
@@ -103,6 +106,19 @@ func (s *submission) checkBalance(ctx context.Context) error {
 	return nil
 }
 
+// findLeaderOutput finds, for a free call, whether its leader has completed: the call is then
+// recorded complete with the leader's output in one commit (recordFree), which takes its
+// signature too. A leader still running, or failed, leaves the call to the usual path, where the
+// executor waits for it (or runs the call as one of its own).
+func (s *submission) findLeaderOutput(ctx context.Context) error {
+	if s.leader == "" || s.runner == nil || s.c.IdempotencyKey != "" || !s.h.takesClaims() {
+		return nil
+	}
+	var err error
+	s.done, err = s.h.completedExecution(ctx, s.leader)
+	return err
+}
+
 // runsFirst reports whether the call is handed to the runner before anything of it is written,
 // its signature then taken in that run's commit.
 func (s *submission) runsFirst() bool {
@@ -112,7 +128,7 @@ func (s *submission) runsFirst() bool {
 // takeSignature takes the request's signature before the first append, unless the call runs
 // first, whose commit takes it.
 func (s *submission) takeSignature(ctx context.Context) error {
-	if s.runsFirst() {
+	if s.runsFirst() || s.done.Exists {
 		return nil
 	}
 	if err := s.c.Claim.Settle(ctx); err != nil {
@@ -138,6 +154,23 @@ func (s *submission) bindIdempotencyKey(ctx context.Context) (execution.State, b
 		s.id = bound
 	}
 	return execution.State{}, false, nil
+}
+
+// recordFree records a free call whose leader has completed (recorded true): its submit and its
+// completion with the leader's output, free, in one commit with its signature.
+func (s *submission) recordFree(ctx context.Context) (execution.State, bool, error) {
+	if !s.done.Exists {
+		return execution.State{}, false, nil
+	}
+	s.sub.ExecutionID, s.sub.Runner = s.id, s.runner.Worker()
+	submitted, ended, err := s.h.recordFree(ctx, s.sub, s.done, s.c.Claim)
+	if err != nil {
+		return execution.State{}, false, err
+	}
+	if s.c.WaitFor <= 0 {
+		return submitted, true, nil // SPEC.md 4.1: without waitForMs, the submitted state
+	}
+	return ended, true, nil
 }
 
 // runFirst hands a repeatable call to the runner before its submit is appended (recorded

@@ -104,3 +104,34 @@ func TestCacheWindowHoldsForAFreshProcess(t *testing.T) {
 			first.TotalUsage, again.CachedFrom, again.TotalUsage, again.Output, first.ID, first.Output)
 	}
 }
+
+// A repeat of a call that has completed is recorded complete at once, in one commit, with the first call's
+// output and no usage; without waitForMs it still answers with its submitted state (SPEC.md 4.1).
+func TestRepeatOfACompletedCallIsRecordedFree(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, _ := startInstance(t, env, registry(t), executor.Config{Worker: "a", Concurrency: 4})
+	first, err := cmds.Executions.SubmitExecution(context.Background(), windowCall(ws, 10*time.Second))
+	if err != nil || first.Status != execution.StatusCompleted {
+		t.Fatalf("first call: %s, %v", first.Status, err)
+	}
+	waited, err := cmds.Executions.SubmitExecution(context.Background(), windowCall(ws, 10*time.Second))
+	if err != nil || waited.Status != execution.StatusCompleted || waited.CachedFrom != first.ID || waited.TotalUsage != 0 ||
+		!jsonEqual(waited.Output, string(first.Output)) {
+		t.Fatalf("waiting repeat: %+v, %v", waited.Record(), err)
+	}
+	// One commit: the submit and the completion, no claim of an attempt between them.
+	if events, err := env.Store.ReadStream(context.Background(), commands.ExecutionStream(waited.ID), 0, 10); err != nil || len(events) != 2 {
+		t.Fatalf("the repeat's stream holds %d events (%v), want its submit and completion", len(events), err)
+	}
+	quick, err := cmds.Executions.SubmitExecution(context.Background(), windowCall(ws, 0))
+	if err != nil || quick.Status != execution.StatusCreated || quick.CachedFrom != first.ID || quick.TotalUsage != 0 {
+		t.Fatalf("repeat without waitForMs: %+v, %v", quick.Record(), err)
+	}
+	if done := waitTerminal(t, cmds, quick.ID); done.Status != execution.StatusCompleted || done.TotalUsage != 0 || !jsonEqual(done.Output, string(first.Output)) {
+		t.Fatalf("repeat without waitForMs ended %+v", done.Record())
+	}
+	if bal, err := cmds.Billing.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(9) {
+		t.Fatalf("balance after one billed call and two repeats = %v (%v), want 9", bal.Total(), err)
+	}
+}
