@@ -29,13 +29,13 @@ type submission struct {
 	read   loaded[execution.CacheWindow]
 	known  bool
 	leader string
+	// done is the leader of a free call when it has completed: the call is then recorded
+	// complete at once (recordFree).
+	done execution.State
 	// runner is this process's runner, nil when none runs here; tried is the submitted state
 	// of a call it ran first and gave up on.
 	runner Runner
 	tried  execution.State
-	// done is the leader of a free call when it has completed: the call is then recorded
-	// complete at once (recordFree).
-	done execution.State
 }
 
 // newSubmission checks and prices the call, without I/O (prepareSubmit).
