@@ -254,8 +254,14 @@ type chargePlan struct {
 	results []FinishResult
 	after   []loaded[execution.State]
 	partOf  []int // index in parts of item i's execution part, 0 for none
-	// windows are the cache windows the batch opens, by the index of their part.
-	windows map[int]loaded[execution.CacheWindow]
+	// windows are the cache windows the batch opens, by stream: the index of the part, and
+	// the window after it.
+	windows map[string]openedWindow
+}
+
+type openedWindow struct {
+	part  int
+	after loaded[execution.CacheWindow]
 }
 
 // planCharges decides items' charges on acct and each item's outcome on its execution's
@@ -298,7 +304,7 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 		var window eventstore.StreamAppend
 		var opened loaded[execution.CacheWindow]
 		if ok && len(it.Create) > 0 && it.Window != nil {
-			if plan.opens(it.Window.stream) {
+			if _, dup := plan.windows[it.Window.stream]; dup {
 				plan.results[i].Err = errWindowTaken // an identical call earlier in the batch leads it
 				continue
 			}
@@ -315,9 +321,9 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 		}
 		if window.Stream != "" {
 			if plan.windows == nil {
-				plan.windows = map[int]loaded[execution.CacheWindow]{}
+				plan.windows = map[string]openedWindow{}
 			}
-			plan.windows[len(plan.parts)], plan.parts = opened, append(plan.parts, window)
+			plan.windows[window.Stream], plan.parts = openedWindow{len(plan.parts), opened}, append(plan.parts, window)
 		}
 	}
 	plan.acct, plan.charges = acct, len(charges)
@@ -327,25 +333,15 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 	return plan, encodeParts(ctx, plan.parts, charges)
 }
 
-// opens reports whether the plan opens the cache window at stream.
-func (p chargePlan) opens(stream string) bool {
-	for i := range p.windows {
-		if p.parts[i].Stream == stream {
-			return true
-		}
-	}
-	return false
-}
-
 // chargesWritten caches what a written plan (res, the store's results) made of the account and
 // the executions, and returns the items' results.
 func (h *Charges) chargesWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) []FinishResult {
 	acct := plan.acct
 	acct.revision, acct.exists = res[0].NextRevision, true
 	h.cache.put(plan.stream, acct)
-	for p, w := range plan.windows {
-		w.revision, w.exists = res[p].NextRevision, true
-		h.cache.put(plan.parts[p].Stream, w)
+	for stream, w := range plan.windows {
+		w.after.revision, w.after.exists = res[w.part].NextRevision, true
+		h.cache.put(stream, w.after)
 	}
 	for i, it := range items {
 		if p := plan.partOf[i]; p > 0 {
