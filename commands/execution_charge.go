@@ -43,7 +43,15 @@ type ChargedFinish struct {
 	// taken in the batch's commit on a store that takes claims. An item whose claim another
 	// request holds is left out and answered ErrReplayed; the rest of the batch is written.
 	Claim *RequestClaim
+	// Window, when set with Create, opens the cache window the execution leads, in the same
+	// commit. An item whose window another call opened first is left out and answered
+	// errWindowTaken; the rest of the batch is written.
+	Window *WindowOpening
 }
+
+// errWindowTaken is the result of an item with Window whose window another call opened first:
+// nothing of it was written, and its submit takes the usual path, finding the window's leader.
+var errWindowTaken = errors.New("cache window opened by another call")
 
 // FinishResult is the fate of one ChargedFinish.
 type FinishResult struct {
@@ -92,6 +100,18 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 			h.oneByOne(ctx, workspaceID, items, live, results)
 			return results, nil
 		}
+		if stream, ok := windowConflict(err); ok {
+			// Another call opened an item's window first: answer it and write the others.
+			h.cache.drop(stream)
+			rest := leaveOut(live, results, errWindowTaken, func(i int) bool { return items[i].Window.opens(stream) })
+			if len(rest) == len(live) {
+				return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+			}
+			if live = rest; len(live) == 0 {
+				return results, nil
+			}
+			continue
+		}
 		var ce *eventstore.ClaimedError
 		if !errors.As(err, &ce) {
 			if err != nil {
@@ -106,14 +126,7 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 			return results, nil
 		}
 		// A replay's claim refused the whole commit: answer it and write the others.
-		rest := live[:0:0]
-		for _, i := range live {
-			if items[i].Claim.refusedBy(ce) {
-				results[i].Err = ErrReplayed
-			} else {
-				rest = append(rest, i)
-			}
-		}
+		rest := leaveOut(live, results, ErrReplayed, func(i int) bool { return items[i].Claim.refusedBy(ce) })
 		if len(rest) == len(live) {
 			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
 		}
@@ -122,6 +135,31 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 		}
 	}
 }
+
+// leaveOut answers err to the items at live that out picks and returns the others.
+func leaveOut(live []int, results []FinishResult, err error, out func(int) bool) []int {
+	rest := live[:0:0]
+	for _, i := range live {
+		if out(i) {
+			results[i].Err = err
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return rest
+}
+
+// windowConflict reports the cache window's stream an append was refused on.
+func windowConflict(err error) (string, bool) {
+	var wrong *eventstore.WrongExpectedVersionError
+	if errors.As(err, &wrong) && eventstore.Category(wrong.Stream) == execution.CacheCategory {
+		return wrong.Stream, true
+	}
+	return "", false
+}
+
+// opens reports whether w opens the window at stream (false for nil).
+func (w *WindowOpening) opens(stream string) bool { return w != nil && w.stream == stream }
 
 // oneByOne charges and finishes the items at live each in an append of its own, with its own
 // result: an error of one is that item's alone.
@@ -150,6 +188,9 @@ func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 			h.contended.Store(wrong.Stream, time.Now())
 			readOn = true
 			continue
+		}
+		if _, ok := windowConflict(err); ok {
+			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
 		}
 		if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
 			h.cache.drop(BillingStream(workspaceID))
@@ -213,6 +254,14 @@ type chargePlan struct {
 	results []FinishResult
 	after   []loaded[execution.State]
 	partOf  []int // index in parts of item i's execution part, 0 for none
+	// windows are the cache windows the batch opens, by stream: the index of the part, and
+	// the window after it.
+	windows map[string]openedWindow
+}
+
+type openedWindow struct {
+	part  int
+	after loaded[execution.CacheWindow]
 }
 
 // planCharges decides items' charges on acct and each item's outcome on its execution's
@@ -252,12 +301,29 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 			plan.results[i].Err = errNotCreated // no charge for an execution that would not exist
 			continue
 		}
+		var window eventstore.StreamAppend
+		var opened loaded[execution.CacheWindow]
+		if ok && len(it.Create) > 0 && it.Window != nil {
+			if _, dup := plan.windows[it.Window.stream]; dup {
+				plan.results[i].Err = errWindowTaken // an identical call earlier in the batch leads it
+				continue
+			}
+			if window, opened, err = it.Window.part(ctx); err != nil {
+				return chargePlan{}, err
+			}
+		}
 		for _, e := range evs {
 			acct.state = acct.state.Evolve(e)
 		}
 		charges = append(charges, evs...)
 		if ok {
 			plan.parts, plan.partOf[i], plan.after[i] = append(plan.parts, part), len(plan.parts), next
+		}
+		if window.Stream != "" {
+			if plan.windows == nil {
+				plan.windows = map[string]openedWindow{}
+			}
+			plan.windows[window.Stream], plan.parts = openedWindow{len(plan.parts), opened}, append(plan.parts, window)
 		}
 	}
 	plan.acct, plan.charges = acct, len(charges)
@@ -273,6 +339,10 @@ func (h *Charges) chargesWritten(items []ChargedFinish, plan chargePlan, res []e
 	acct := plan.acct
 	acct.revision, acct.exists = res[0].NextRevision, true
 	h.cache.put(plan.stream, acct)
+	for stream, w := range plan.windows {
+		w.after.revision, w.after.exists = res[w.part].NextRevision, true
+		h.cache.put(stream, w.after)
+	}
 	for i, it := range items {
 		if p := plan.partOf[i]; p > 0 {
 			next := plan.after[i]

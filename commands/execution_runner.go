@@ -43,6 +43,8 @@ type FirstRun struct {
 	// Claim is the signature claim of the request that made the call (nil when none), taken
 	// in that commit (ChargedFinish.Claim).
 	Claim *RequestClaim
+	// Window, when set, opens the call's cache window in that commit (ChargedFinish.Window).
+	Window *WindowOpening
 }
 
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The

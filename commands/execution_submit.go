@@ -86,6 +86,9 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 	if err := s.checkBalance(ctx); err != nil {
 		return execution.State{}, err
 	}
+	if err := s.findLeaderOutput(ctx); err != nil {
+		return execution.State{}, err
+	}
 	// Every check has passed: from here on, only appends.
 	if err := s.takeSignature(ctx); err != nil {
 		return execution.State{}, err
@@ -93,11 +96,14 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 	if prev, found, err := s.bindIdempotencyKey(ctx); found || err != nil {
 		return prev, err
 	}
-	if err := s.openCacheWindow(ctx); err != nil {
-		return execution.State{}, err
+	if st, recorded, err := s.recordFree(ctx); recorded || err != nil {
+		return st, err
 	}
 	if st, recorded, err := s.runFirst(ctx); recorded || err != nil {
 		return st, err
+	}
+	if err := s.openCacheWindow(ctx); err != nil {
+		return execution.State{}, err
 	}
 	return s.appendSubmit(ctx)
 }
@@ -105,12 +111,13 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 // runFirst hands a call of a repeatable module to the local runner before its submit is
 // appended, so that submit, outcome and charge take one commit, and the execution's
 // row is written once, finished. A call that waits gets the state recorded; one that does not
-// gets the submitted state (SPEC.md 4.1: CREATED), though the run is recorded by then. Calls
-// bound to an idempotency key or a cache window take the usual path: their first append is
-// elsewhere. When the runner does not record the call, the submitted state it was given is
-// returned with false (zero when the call was not handed over).
-func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, window string) (execution.State, bool) {
-	if !h.runsFirst(c, sub, window) {
+// gets the submitted state (SPEC.md 4.1: CREATED), though the run is recorded by then. A call
+// that opens a cache window opens it in that commit (open). Calls bound to an idempotency key,
+// and free calls of an open window, take the usual path: their first append is elsewhere. When
+// the runner does not record the call, the submitted state it was given is returned with false
+// (zero when the call was not handed over).
+func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecution, sub execution.Submit, open *WindowOpening) (execution.State, bool) {
+	if !h.runsFirst(c, sub) {
 		return execution.State{}, false
 	}
 	events, err := execution.DecideSubmit(execution.State{}, sub, h.now())
@@ -121,7 +128,7 @@ func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecut
 	for _, e := range events {
 		st = st.Evolve(e)
 	}
-	run := FirstRun{State: st, Create: events, Claim: c.Claim}
+	run := FirstRun{State: st, Create: events, Claim: c.Claim, Window: open}
 	if c.WaitFor > 0 {
 		if after, ok := runner.RunFirst(ctx, run, c.WaitFor); ok {
 			return after, true
@@ -133,12 +140,72 @@ func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecut
 }
 
 // runsFirst reports whether the call may be run before its submit is appended (runFirst).
-func (h *Executions) runsFirst(c SubmitExecution, sub execution.Submit, window string) bool {
-	if c.IdempotencyKey != "" || window != "" || sub.CostMilli <= 0 {
+func (h *Executions) runsFirst(c SubmitExecution, sub execution.Submit) bool {
+	if c.IdempotencyKey != "" || sub.CachedFrom != "" || sub.CostMilli <= 0 {
 		return false
 	}
 	m, ok := h.modules.Get(c.Module)
 	return ok && modules.IsRepeatable(m)
+}
+
+// completedExecution is execution id when it has completed, else the zero state. A completed
+// execution in the state cache is taken as it is: it never changes again.
+func (h *Executions) completedExecution(ctx context.Context, id string) (execution.State, error) {
+	stream := ExecutionStream(id)
+	cur, _, _ := cachedState(h, stream, executionAgg)
+	if cur.state.Status != execution.StatusCompleted {
+		var err error
+		if cur, err = load(ctx, h, stream, executionAgg); err != nil {
+			return execution.State{}, err
+		}
+	}
+	if cur.state.Status != execution.StatusCompleted {
+		return execution.State{}, nil
+	}
+	return cur.state, nil
+}
+
+// recordFree appends, in one commit that takes the request's claim, the submit of a free call
+// (sub.CachedFrom) and its completion with leader's output, with no usage: the execution a free
+// call would otherwise wait for the executor to complete the same way (executor.follow). It
+// returns the state as submitted and as completed.
+func (h *Executions) recordFree(ctx context.Context, sub execution.Submit, leader execution.State, claim *RequestClaim) (execution.State, execution.State, error) {
+	now := h.now()
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	var submitted execution.State
+	for _, e := range events {
+		submitted = submitted.Evolve(e)
+	}
+	done, err := Outcome{Worker: sub.Runner, Output: leader.Output}.decideFirst(submitted, now)
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	data, err := encodeEvents(ctx, append(events, done...))
+	if err != nil {
+		return execution.State{}, execution.State{}, err
+	}
+	stream := ExecutionStream(sub.ExecutionID)
+	part := eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream(), Events: data}
+	if c, ok := claim.carried(); ok {
+		part.Claims = []eventstore.Claim{c}
+	}
+	res, err := h.store.AppendMulti(ctx, part)
+	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
+		return execution.State{}, execution.State{}, ErrReplayed
+	}
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	claim.committed()
+	ended := submitted
+	for _, e := range done {
+		ended = ended.Evolve(e)
+	}
+	h.cache.put(stream, loaded[execution.State]{state: ended, revision: res[0].NextRevision, exists: true})
+	return submitted, ended, nil
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A
@@ -332,10 +399,13 @@ func (h *Executions) sealCallback(req CallbackRequest) (execution.Callback, erro
 	return cb, nil
 }
 
-// cacheWindow reads, without appending, the call's cache window: its stream ("" when windows
-// are off), the window as read, and the execution whose output the call reuses ("" when the
-// call is not free).
-func (h *Executions) cacheWindow(ctx context.Context, c SubmitExecution) (string, loaded[execution.CacheWindow], string, error) {
+// cacheWindow finds, without I/O, the call's cache window: its stream ("" when windows are
+// off), the window as this process last knew it (read false: not read, a guess), and the
+// execution whose output the call reuses ("" when the call is not free). A window known open is
+// open: none is opened over an open one. A window not known, or known closed, is only a guess
+// that the append opening it checks (its expected revision), so a call opening a window reads
+// nothing first (docs/architecture.md, "Uniqueness").
+func (h *Executions) cacheWindow(c SubmitExecution) (string, loaded[execution.CacheWindow], string, error) {
 	var w loaded[execution.CacheWindow]
 	if c.CacheWindow <= 0 {
 		return "", w, "", nil
@@ -345,27 +415,71 @@ func (h *Executions) cacheWindow(ctx context.Context, c SubmitExecution) (string
 		return "", w, "", err
 	}
 	stream := eventstore.StreamName(execution.CacheCategory, key)
-	if w, err = load(ctx, h, stream, cacheWindowAgg); err != nil {
-		return "", w, "", err
-	}
+	w, _, _ = cachedState(h, stream, cacheWindowAgg)
 	leader, _ := w.state.Leader(h.now())
 	return stream, w, leader, nil
 }
 
-// openCacheWindow opens the window led by id, or returns the leader of a window another
-// submit opened since cacheWindow read it. It decides first on the window cacheWindow read
-// (read), so a call opening a window reads it once; a window that moved meanwhile is read
-// again and decided anew.
-func (h *Executions) openCacheWindow(ctx context.Context, stream string, read loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
+// readCacheWindow reads the window's stream: what cacheWindow guessed is then known.
+func (h *Executions) readCacheWindow(ctx context.Context, stream string) (loaded[execution.CacheWindow], string, error) {
+	w, err := load(ctx, h, stream, cacheWindowAgg)
+	if err != nil {
+		return w, "", err
+	}
+	leader, _ := w.state.Leader(h.now())
+	return w, leader, nil
+}
+
+// openCacheWindow opens the window led by id, or returns the leader of a window opened before
+// it. It decides first on read, the window as cacheWindow found it (nil: read it first); a
+// window that moved meanwhile is read again and decided anew. A window id leads already (its
+// run-first commit opened it) is answered "".
+func (h *Executions) openCacheWindow(ctx context.Context, stream string, read *loaded[execution.CacheWindow], id string, window time.Duration) (string, error) {
 	leader := ""
-	_, _, err := executeFrom(ctx, h, stream, cacheWindowAgg, &read, func(w execution.CacheWindow) ([]domain.Event, error) {
+	_, _, err := executeFrom(ctx, h, stream, cacheWindowAgg, read, func(w execution.CacheWindow) ([]domain.Event, error) {
 		leader, _ = w.Leader(h.now())
 		return execution.DecideOpenWindow(w, stream, id, window, h.now()), nil
 	})
 	if err != nil {
 		return "", wrap("cache window", err)
 	}
+	if leader == id {
+		return "", nil
+	}
 	return leader, nil
+}
+
+// WindowOpening is the opening of a call's cache window with the call as its leader, written
+// in the commit that creates the call (ChargedFinish.Window) and expecting the window's stream
+// where the submit found it: should another call have opened the window meanwhile, that part
+// fails on revision, the call is left out of the commit, and its submit finds the leader.
+type WindowOpening struct {
+	stream string
+	read   loaded[execution.CacheWindow]
+	events []domain.Event
+}
+
+// windowOpening is the opening of the window at stream as read, led by id; nil when a window is
+// open there already.
+func (h *Executions) windowOpening(stream string, read loaded[execution.CacheWindow], id string, window time.Duration) *WindowOpening {
+	events := execution.DecideOpenWindow(read.state, stream, id, window, h.now())
+	if len(events) == 0 {
+		return nil
+	}
+	return &WindowOpening{stream: stream, read: read, events: events}
+}
+
+// part is the opening's append, and the window after it at the revision before it.
+func (w *WindowOpening) part(ctx context.Context) (eventstore.StreamAppend, loaded[execution.CacheWindow], error) {
+	data, err := encodeEvents(ctx, w.events)
+	if err != nil {
+		return eventstore.StreamAppend{}, w.read, err
+	}
+	after := w.read
+	for _, e := range w.events {
+		after.state = after.state.Evolve(e)
+	}
+	return eventstore.StreamAppend{Stream: w.stream, Expected: w.read.expected(), Events: data}, after, nil
 }
 
 func idempotencyStream(c SubmitExecution) string {

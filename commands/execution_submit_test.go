@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/seal"
 	"github.com/switchyard/switchyard/testenv"
@@ -171,5 +172,67 @@ func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 		if st.CachedFrom != "" && !leaders[st.CachedFrom] {
 			t.Fatalf("execution %s reuses %s, which leads no window", st.ID, st.CachedFrom)
 		}
+	}
+}
+
+// recordingRunner is a Runner that records a call run first as the executor does, in a charge
+// batch of its own (ChargeAndFinish), with the window the call opens; it keeps the result.
+type recordingRunner struct {
+	cmds *commands.Commands
+	last commands.FinishResult
+}
+
+func (r *recordingRunner) Running() bool  { return true }
+func (r *recordingRunner) Worker() string { return "recording" }
+func (r *recordingRunner) Take(st execution.State) <-chan execution.State {
+	done := make(chan execution.State, 1)
+	done <- st
+	return done
+}
+func (r *recordingRunner) TryRunFirst(ctx context.Context, run commands.FirstRun) (execution.State, bool) {
+	return r.RunFirst(ctx, run, time.Second)
+}
+func (r *recordingRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
+	st := run.State
+	usage := billing.Credits(st.CostMilli)
+	res, err := r.cmds.Charges.ChargeAndFinish(ctx, st.WorkspaceID, []commands.ChargedFinish{{ExecutionID: st.ID,
+		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
+		Outcome: commands.Outcome{Worker: r.Worker(), Output: st.Input, Usage: usage},
+		Create:  run.Create, Claim: run.Claim, Window: run.Window}})
+	if err != nil {
+		return st, false
+	}
+	r.last = res[0]
+	return res[0].State, res[0].Recorded
+}
+
+// A call run first opens its cache window in the commit that records it, expecting the window
+// where its process last knew it. When another process opened the window meanwhile, that
+// expectation fails: the call alone is left out of the commit, uncharged, and its submit
+// finds the window and becomes the leader's free repeat.
+func TestARunFirstCallThatLosesItsWindowIsTheLeadersRepeat(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	call := commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(`{"same":1}`),
+		Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute, WaitFor: 5 * time.Second}
+	runner := &recordingRunner{cmds: newSubmitHandler(t, env)}
+	here := commands.WithRunner(runner.cmds, runner)
+	// Another process opens the window first; this one has never seen it.
+	leader, err := newSubmitHandler(t, env).Executions.SubmitExecution(context.Background(), call)
+	if err != nil || leader.CachedFrom != "" {
+		t.Fatalf("the other process's call: %+v, %v", leader.Record(), err)
+	}
+	st, err := here.Executions.SubmitExecution(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runner.last.Err == nil || runner.last.Recorded {
+		t.Fatalf("the run-first commit was not refused on the window: %+v", runner.last)
+	}
+	if st.CachedFrom != leader.ID || st.ID == leader.ID {
+		t.Fatalf("the call is %s, cached from %q; want a repeat of %s", st.ID, st.CachedFrom, leader.ID)
+	}
+	if bal, err := here.Billing.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(10) {
+		t.Fatalf("balance %v (%v): the refused run-first call was charged", bal.Total(), err)
 	}
 }

@@ -22,11 +22,16 @@ type submission struct {
 	start time.Time
 	// id is the execution's id: a fresh one, or the one an earlier submit bound the key to.
 	id string
-	// window is the cache window's stream ("" when windows are off), read as it was read;
+	// window is the cache window's stream ("" when windows are off), read as this process
+	// knew it (a guess the opening append checks; known tells it was read from the store);
 	// leader is the execution whose output a free call reuses ("" when the call is billed).
 	window string
 	read   loaded[execution.CacheWindow]
+	known  bool
 	leader string
+	// done is the leader of a free call when it has completed: the call is then recorded
+	// complete at once (recordFree).
+	done execution.State
 	// runner is this process's runner, nil when none runs here; tried is the submitted state
 	// of a call it ran first and gave up on.
 	runner Runner
@@ -68,33 +73,68 @@ func (s *submission) earlierExecution(ctx context.Context) (execution.State, boo
 	return execution.State{}, false, nil
 }
 
-// findCacheWindow reads the call's cache window: an open one makes the call free, reusing its
-// leader's output.
-func (s *submission) findCacheWindow(ctx context.Context) error {
+// findCacheWindow finds the call's cache window as this process knows it, reading nothing: an
+// open one makes the call free, reusing its leader's output. One not known is opened later
+// by an append that expects it where it was found (openCacheWindow, or the run-first commit).
+func (s *submission) findCacheWindow(context.Context) error {
 	var err error
-	s.window, s.read, s.leader, err = s.h.cacheWindow(ctx, s.c)
+	s.window, s.read, s.leader, err = s.h.cacheWindow(s.c)
+	s.sub.CachedFrom = s.leader
+	return err
+}
+
+// readCacheWindow reads the window from the store, when it was only a guess.
+func (s *submission) readCacheWindow(ctx context.Context) error {
+	if s.window == "" || s.known {
+		return nil
+	}
+	var err error
+	s.read, s.leader, err = s.h.readCacheWindow(ctx, s.window)
+	s.known, s.sub.CachedFrom = err == nil, s.leader
 	return err
 }
 
 // checkBalance refuses a billed call the workspace's spendable balance cannot cover (the
-// advisory check: the charge decides).
+// advisory check: the charge decides). A call refused on a window it did not read reads it
+// first: another process, or this one before a restart, may have opened it, and the call is
+// then free.
 func (s *submission) checkBalance(ctx context.Context) error {
 	if s.leader != "" {
 		return nil
 	}
-	return s.h.checkBalance(ctx, s.c.WorkspaceID, s.sub.CostMilli)
+	err := s.h.checkBalance(ctx, s.c.WorkspaceID, s.sub.CostMilli)
+	if err == nil || s.window == "" || s.known {
+		return err
+	}
+	if rerr := s.readCacheWindow(ctx); rerr != nil || s.leader == "" {
+		return errors.Join(err, rerr)
+	}
+	return nil
+}
+
+// findLeaderOutput finds, for a free call, whether its leader has completed: the call is then
+// recorded complete with the leader's output in one commit (recordFree), which takes its
+// signature too. A leader still running, or failed, leaves the call to the usual path, where the
+// executor waits for it (or runs the call as one of its own).
+func (s *submission) findLeaderOutput(ctx context.Context) error {
+	if s.leader == "" || s.runner == nil || s.c.IdempotencyKey != "" || !s.h.takesClaims() {
+		return nil
+	}
+	var err error
+	s.done, err = s.h.completedExecution(ctx, s.leader)
+	return err
 }
 
 // runsFirst reports whether the call is handed to the runner before anything of it is written,
 // its signature then taken in that run's commit.
 func (s *submission) runsFirst() bool {
-	return s.runner != nil && s.h.runsFirst(s.c, s.sub, s.window) && s.h.takesClaims()
+	return s.runner != nil && s.h.runsFirst(s.c, s.sub) && s.h.takesClaims()
 }
 
 // takeSignature takes the request's signature before the first append, unless the call runs
 // first, whose commit takes it.
 func (s *submission) takeSignature(ctx context.Context) error {
-	if s.runsFirst() {
+	if s.runsFirst() || s.done.Exists {
 		return nil
 	}
 	if err := s.c.Claim.Settle(ctx); err != nil {
@@ -122,27 +162,37 @@ func (s *submission) bindIdempotencyKey(ctx context.Context) (execution.State, b
 	return execution.State{}, false, nil
 }
 
-// openCacheWindow opens the call's window with this execution as its leader, unless another
-// submit opened it meanwhile, whose leader the call then reuses.
-func (s *submission) openCacheWindow(ctx context.Context) error {
-	if s.window == "" || s.leader != "" {
-		return nil
+// recordFree records a free call whose leader has completed (recorded true): its submit and its
+// completion with the leader's output, free, in one commit with its signature.
+func (s *submission) recordFree(ctx context.Context) (execution.State, bool, error) {
+	if !s.done.Exists {
+		return execution.State{}, false, nil
 	}
-	var err error
-	s.leader, err = s.h.openCacheWindow(ctx, s.window, s.read, s.id, s.c.CacheWindow)
-	return err
+	s.sub.ExecutionID, s.sub.Runner = s.id, s.runner.Worker()
+	submitted, ended, err := s.h.recordFree(ctx, s.sub, s.done, s.c.Claim)
+	if err != nil {
+		return execution.State{}, false, err
+	}
+	if s.c.WaitFor <= 0 {
+		return submitted, true, nil // SPEC.md 4.1: without waitForMs, the submitted state
+	}
+	return ended, true, nil
 }
 
 // runFirst hands a repeatable call to the runner before its submit is appended (recorded
-// true: submit, outcome and charge are written). When the runner gives up on it, the
-// signature is taken now, for the usual path.
+// true: submit, outcome, charge and the opening of its cache window are written). When the
+// runner gives up on it, the signature is taken now, for the usual path.
 func (s *submission) runFirst(ctx context.Context) (execution.State, bool, error) {
-	s.sub.ExecutionID, s.sub.CachedFrom = s.id, s.leader
+	s.sub.ExecutionID = s.id
 	if s.runner == nil {
 		return execution.State{}, false, nil
 	}
 	s.sub.Runner = s.runner.Worker()
-	st, ok := s.h.runFirst(ctx, s.runner, s.c, s.sub, s.window)
+	var open *WindowOpening
+	if s.window != "" && s.leader == "" {
+		open = s.h.windowOpening(s.window, s.read, s.id, s.c.CacheWindow)
+	}
+	st, ok := s.h.runFirst(ctx, s.runner, s.c, s.sub, open)
 	if ok {
 		return st, true, nil
 	}
@@ -153,6 +203,24 @@ func (s *submission) runFirst(ctx context.Context) (execution.State, bool, error
 	}
 	s.tried = st
 	return execution.State{}, false, nil
+}
+
+// openCacheWindow opens the call's window with this execution as its leader, unless another
+// submit opened it meanwhile, whose leader the call then reuses.
+func (s *submission) openCacheWindow(ctx context.Context) error {
+	if s.window == "" || s.leader != "" {
+		return nil
+	}
+	read := &s.read
+	if s.tried.Exists {
+		// The run-first commit left the call out, perhaps because another call opened the
+		// window meanwhile: the window as found is stale, and is read before it is opened.
+		read = nil
+	}
+	var err error
+	s.leader, err = s.h.openCacheWindow(ctx, s.window, read, s.id, s.c.CacheWindow)
+	s.sub.CachedFrom = s.leader
+	return err
 }
 
 // appendSubmit appends the submit and hands the execution to this process's runner, waiting

@@ -17,6 +17,9 @@
 #    (CACHE_WINDOW, distinct calls, each opening a window), workflow runs of three core.echo
 #    stages beside an e2e of the same process (IDLE runs one at a time, RUNS by CLIENTS
 #    callers; RUNS=0 skips it), and the submit path alone (--submit-only).
+# 5. The headline: end to end with the service's defaults (CACHE_WINDOW windows, distinct calls)
+#    driven from this process against a separately started `serve` (`bench --target`), beside
+#    the same e2e in-process with windows and without, alternating for PAIRS rounds (2).
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
@@ -36,6 +39,7 @@ INSTANCES2="${INSTANCES2:-1}"
 LOAD_CLIENTS="${LOAD_CLIENTS:-128}"
 CACHE_WINDOW="${CACHE_WINDOW:-10m}"
 RUNS="${RUNS:-1000}"
+PAIRS="${PAIRS:-2}"
 RIVER_VERSION="${RIVER_VERSION:-v0.29.0}"
 SCRATCH_DB="sw_bench_sdk_$$"
 RIVER_DB="sw_bench_river_$$"
@@ -45,7 +49,8 @@ cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 # shellcheck source=scripts/pgbench-ceiling.sh
 source scripts/pgbench-ceiling.sh
-trap 'cleanup; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
+serve_pid=""
+trap '[ -z "$serve_pid" ] || kill "$serve_pid" 2>/dev/null || true; cleanup; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
 
 # quiesce: each benchmark starts with no dirty buffers of the one before left to write back,
 # so no figure pays for another benchmark's writes. Needs the pg_checkpoint role; without it
@@ -109,11 +114,35 @@ if [ "$LOAD_CLIENTS" != 0 ]; then
 		"$work/switchyard" bench e2e --instances 2 --clients "$LOAD_CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-load-two:/;s/^claims:/claims-load:/' | tee -a "$work/bench.txt"
 	fi
 fi
-# End to end as the service runs by default, with cache windows: distinct calls, each of which
-# runs, bills and opens a window (the phases above turn windows off, so every call runs).
+# End to end as a user runs the service: its defaults, cache windows included (distinct calls,
+# each of which runs, bills and opens a window), driven from outside against a separately
+# started serve; beside it the same e2e in-process, with windows and without (the phases above
+# turn windows off, so every call runs). The three alternate for PAIRS rounds, so that a ratio
+# is not one noisy pair. The serve runs only during its phase: its projectors and log tail would
+# otherwise compete with the in-process service's.
 if [ "$CACHE_WINDOW" != 0 ]; then
-	quiesce
-	"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" | sed 's/^e2e:/e2e-cache:/' | tee -a "$work/bench.txt"
+	port=$((20000 + $$ % 20000))
+	for _ in $(seq "$PAIRS"); do
+		quiesce
+		SWITCHYARD_LISTEN="127.0.0.1:${port}" SWITCHYARD_CACHE_WINDOW="$CACHE_WINDOW" \
+			SWITCHYARD_RATE_LIMIT=1000000000 SWITCHYARD_RATE_BURST=1000000000 \
+			"$work/switchyard" serve >>"$work/serve.log" 2>&1 &
+		serve_pid=$!
+		until curl -sf "http://127.0.0.1:${port}/healthz" >/dev/null; do
+			kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+			sleep 0.2
+		done
+		# The bench process only mints a key and reads the read model: a small pool.
+		DATABASE_URL="${DATABASE_URL}&pool_max_conns=4" "$work/switchyard" bench e2e --target "http://127.0.0.1:${port}" --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
+			sed 's/^e2e:/e2e-external:/' | tee -a "$work/bench.txt"
+		kill "$serve_pid"
+		wait "$serve_pid" || true
+		serve_pid=""
+		quiesce
+		"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" | sed 's/^e2e:/e2e-cache:/' | tee -a "$work/bench.txt"
+		quiesce
+		"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-off:/' | tee -a "$work/bench.txt"
+	done
 fi
 # Workflow runs (ON_API_CALLED -> three core.echo stages) trigger to COMPLETED, their stages/s
 # set beside the executions/s of an e2e in the same process (issue 29's targets).
@@ -128,6 +157,8 @@ quiesce
 
 # field PREFIX UNIT: the number before UNIT on the line starting with PREFIX.
 field() { awk -v p="$1" -v u="$2" 'index($0, p) == 1 { for (i = 2; i <= NF; i++) if ($i == u) print $(i-1) }' "$work/bench.txt"; }
+# mean PREFIX UNIT: the mean of field's numbers (the rounds of one phase).
+mean() { field "$1" "$2" | awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 floor="$(field floor: submits/s)"
 sps="$(field submit: submits/s)"
@@ -136,7 +167,9 @@ e2e="$(field e2e: executions/s)"
 e2e2="$(field e2e-two: executions/s)"
 e2el="$(field e2e-load: executions/s)"
 e2el2="$(field e2e-load-two: executions/s)"
-e2ec="$(field e2e-cache: executions/s)"
+e2ec="$(mean e2e-cache: executions/s)"
+e2eo="$(mean e2e-off: executions/s)"
+e2ex="$(mean e2e-external: executions/s)"
 idle_p50="$(awk '/^idle:/ { for (i = 1; i <= NF; i++) if ($i == "p50") print $(i+1) }' "$work/bench.txt" | tr -d ,)"
 wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
 
@@ -148,13 +181,18 @@ printf 'signed-request floor (no database):     %s/s (ratio %s to pgbench)\n' "$
 [ -n "$ceiling" ] && printf 'floor plus one pgbench insert a submit:  %s/s (ratio %s to pgbench): the most a submit can reach here\n' "$ceiling" "$(ratio "$ceiling" "$tps")"
 printf 'submits, executions running alongside:  %s/s (ratio %s to pgbench; target 0.40)\n' "$sps" "$(ratio "$sps" "$tps")"
 printf 'submits alone (--submit-only):          %s/s (ratio %s to pgbench)\n' "$sos" "$(ratio "$sos" "$tps")"
+if [ -n "$e2ex" ]; then
+	printf 'END TO END, defaults (%s cache windows), separate serve: %s/s (ratio %s to River; target 0.25)\n' "$CACHE_WINDOW" "$e2ex" "$(ratio "$e2ex" "$jobs")"
+	printf '  in-process, defaults:                 %s/s (separate serve at %s of it; target 0.9)\n' "$e2ec" "$(ratio "$e2ex" "$e2ec")"
+	printf '  in-process, windows off:              %s/s (defaults at %s of it; target 0.9)\n' "$e2eo" "$(ratio "$e2ec" "$e2eo")"
+	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|cache|off):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
+fi
 printf 'end-to-end executions:                  %s/s (ratio %s to River; target 0.15)\n' "$e2e" "$(ratio "$e2e" "$jobs")"
 [ -n "$e2e2" ] && printf 'end-to-end, two instances:              %s/s (%s of one instance; target 0.9)\n' "$e2e2" "$(ratio "$e2e2" "$e2e")"
 grep '^claims:' "$work/bench.txt" | sed 's/^/two instances: /' || true
 [ -n "$e2el" ] && printf 'end-to-end at %s clients:               %s/s (ratio %s to River)\n' "$LOAD_CLIENTS" "$e2el" "$(ratio "$e2el" "$jobs")"
 [ -n "$e2el2" ] && printf 'end-to-end at %s clients, two instances: %s/s (%s of one instance)\n' "$LOAD_CLIENTS" "$e2el2" "$(ratio "$e2el2" "$e2el")"
 grep '^claims-load:' "$work/bench.txt" | sed 's/^claims-load:/two instances under load: claims:/' || true
-[ -n "$e2ec" ] && printf 'end-to-end with %s cache windows:      %s/s (ratio %s to River)\n' "$CACHE_WINDOW" "$e2ec" "$(ratio "$e2ec" "$jobs")"
 printf 'waitForMs, one caller, idle:            p50 %s (target 5ms)\n' "$idle_p50"
 printf 'waitForMs at %s/s:                      %s (targets p50 10ms, p99 50ms)\n' "$RATE" "${wait_line#wait: }"
 grep '^runs idle:' "$work/bench.txt" | sed 's/$/ (target p50 15ms)/' || true

@@ -42,6 +42,9 @@ type benchOptions struct {
 	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
 	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
 	cacheWindow time.Duration
+	// target, when set, is the base URL of a separately started `serve` on DATABASE_URL: the
+	// phases drive it instead of a service in this process (benchTarget).
+	target string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -69,6 +72,12 @@ func newBenchCmd() *cobra.Command {
 			"the instances lost to each other (switchyard_executor_claims_lost_total). With\n" +
 			"--cache-window, the service keeps cache windows (as it does by default) and e2e's calls\n" +
 			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
+			"With --target URL, the phases drive a separately started `serve` at URL instead, as an\n" +
+			"outside client would: DATABASE_URL and the secret key (SWITCHYARD_SECRET_KEY or\n" +
+			"SWITCHYARD_DATA_DIR) must be that serve's, for the bench mints its workspace and API key\n" +
+			"there and reads the read model to see executions end. The serve's own configuration\n" +
+			"then decides its cache window and rate limit; --cache-window only makes e2e's calls\n" +
+			"distinct.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
 		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "floor"},
@@ -103,6 +112,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
+	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	cmd.Flags().StringVar(&o.memProfile, "memprofile", "", "write the allocations of the phases (service and load) to this file, for go tool pprof -sample_index=alloc_space")
 	return cmd
@@ -117,6 +127,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	}
 	if slices.Contains(phases, "runs") && (o.runs < 1 || o.idle < 0) {
 		return fmt.Errorf("--runs must be at least 1 and --idle not negative for the runs phase")
+	}
+	if o.target != "" && (o.instances != 1 || o.submitOnly) {
+		return fmt.Errorf("--target drives one serve as it is configured: without --instances and --submit-only")
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -142,15 +155,19 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 				return err
 			}
 		}
-		addr, done, err := benchServe(sctx, a)
+		url := o.target
+		if url == "" {
+			addr, done, err := benchServe(sctx, a)
+			if err != nil {
+				return err
+			}
+			url, served = "http://"+addr, append(served, done)
+		}
+		c, err := client.New(url, key.APIKey, key.APISecret, client.WithRetries(0))
 		if err != nil {
 			return err
 		}
-		c, err := client.New("http://"+addr, key.APIKey, key.APISecret, client.WithRetries(0))
-		if err != nil {
-			return err
-		}
-		apps, clients, served = append(apps, a), append(clients, c), append(served, done)
+		apps, clients = append(apps, a), append(clients, c)
 	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)

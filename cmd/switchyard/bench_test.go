@@ -18,6 +18,30 @@ func TestBenchE2EWithCacheWindows(t *testing.T) {
 	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") {
 		t.Fatalf("bench e2e printed %q", res.stdout)
 	}
+	wantDistinctWindows(t, c, 40)
+	if res := c.run("bench", "e2e", "--cache-window", "-1s"); res.code == 0 || !strings.Contains(res.stderr, "--cache-window") {
+		t.Fatalf("a negative cache window: %s", res)
+	}
+}
+
+// bench --target drives a separately started serve, as an outside client does: the bench
+// process runs no service, so the serve's defaults (here a cache window) run every call.
+func TestBenchDrivesASeparateServe(t *testing.T) {
+	svc := startSDKService(t, 0, "SWITCHYARD_CACHE_WINDOW=10m", "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")
+	res := svc.cli.ok("bench", "e2e", "--target", svc.cli.url(""), "--total", "40", "--clients", "4", "--cache-window", "10m")
+	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") {
+		t.Fatalf("bench e2e --target printed %q", res.stdout)
+	}
+	wantDistinctWindows(t, svc.cli, 40)
+	if res := svc.cli.run("bench", "e2e", "--target", svc.cli.url(""), "--instances", "2"); res.code == 0 || !strings.Contains(res.stderr, "--target") {
+		t.Fatalf("--target with two instances: %s", res)
+	}
+}
+
+// wantDistinctWindows checks that c's database holds n cache windows and no cached call: each
+// of bench's distinct calls ran and opened its own window.
+func wantDistinctWindows(t *testing.T, c *cli, n int) {
+	t.Helper()
 	conn, err := pgx.Connect(context.Background(), c.databaseURL())
 	if err != nil {
 		t.Fatal(err)
@@ -30,10 +54,7 @@ func TestBenchE2EWithCacheWindows(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE cached_from <> ''`).Scan(&cached); err != nil {
 		t.Fatal(err)
 	}
-	if windows != 40 || cached != 0 {
-		t.Fatalf("%d cache windows and %d cached calls, want 40 and none", windows, cached)
-	}
-	if res := c.run("bench", "e2e", "--cache-window", "-1s"); res.code == 0 || !strings.Contains(res.stderr, "--cache-window") {
-		t.Fatalf("a negative cache window: %s", res)
+	if windows != n || cached != 0 {
+		t.Fatalf("%d cache windows and %d cached calls, want %d and none", windows, cached, n)
 	}
 }

@@ -18,8 +18,8 @@ import (
 // sent after the first was answered is refused too, and so is the replay of a submit that was
 // refused for want of credits, even once credits would cover it.
 //
-// With no cache window the calls run first and take their signatures in their one commit;
-// with one, they are recorded the usual way, and take them before their first append.
+// The calls run first and take their signatures in their one commit, with a cache window too
+// (which that commit opens); the copies then race on the claim and on the window alike.
 func TestReplayedSubmitsAreRefusedAcrossServeProcesses(t *testing.T) {
 	t.Run("run first", func(t *testing.T) { testReplayedSubmits(t, "SWITCHYARD_CACHE_WINDOW=0") })
 	t.Run("cache window", func(t *testing.T) { testReplayedSubmits(t, "SWITCHYARD_CACHE_WINDOW=10m") })
