@@ -114,7 +114,8 @@ func TestTooManyRunsIsRefused(t *testing.T) {
 }
 
 func TestRerunIDIsDerived(t *testing.T) {
-	if bulk.RerunID("b", "r") != bulk.RerunID("b", "r") || bulk.RerunID("b", "r") == bulk.RerunID("b2", "r") {
+	first, again := bulk.RerunID("b", "r"), bulk.RerunID("b", "r")
+	if first != again || first == bulk.RerunID("b2", "r") || first == bulk.RerunID("b", "r2") {
 		t.Error("RerunID must be a function of the bulk and the run")
 	}
 }
