@@ -45,6 +45,20 @@ type FirstRun struct {
 	Claim *RequestClaim
 }
 
+// firstRunOf is the call sub makes, submitted at now, for a runner to run first; false when
+// the submit is refused.
+func firstRunOf(sub execution.Submit, now time.Time) (FirstRun, bool) {
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return FirstRun{}, false
+	}
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	return FirstRun{State: st, Create: events}, true
+}
+
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The
 // runner is built on c's Attempts and Charges (which share the state cache with its
 // Executions), so it is given here, once both exist, rather than to New.

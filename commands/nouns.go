@@ -57,6 +57,9 @@ type Billing struct {
 type Workflows struct {
 	*core
 	*balanceCheck
+	// wake is told of each run this process triggers, once its trigger is written
+	// (WithRunWaker); nil when no scheduler runs here.
+	wake func(runID string)
 }
 
 // Workspaces holds workspaces and their members (workspace.go), access checks (access.go),

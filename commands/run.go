@@ -71,6 +71,17 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	return h.startRuns(ctx, c, wf, planned, err)
 }
 
+// WithRunWaker returns c whose triggers tell wake, this process's scheduler, of each run they
+// write, so that it starts the run at once instead of when the log brings the trigger to it.
+// The log still does, to every instance: a run whose wake-up is lost starts all the same.
+func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
+	wired := *c
+	w := *c.Workflows
+	w.wake = wake
+	wired.Workflows = &w
+	return &wired
+}
+
 // plannedRuns gives each ON_API_CALLED component of d a new run.
 func plannedRuns(d workflow.Definition) []run.KeyedRun {
 	var out []run.KeyedRun
@@ -97,6 +108,9 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 			return out, wrap("trigger workflow", err)
+		}
+		if err == nil && h.wake != nil {
+			h.wake(r.RunID)
 		}
 		out = append(out, TriggeredRun{RunID: r.RunID, JobID: r.JobID})
 	}
@@ -163,14 +177,7 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 	if st.ChildRunID != "" {
 		return startChild(ctx, h, r, st)
 	}
-	comp := r.Component(st)
-	cost := int64(0)
-	if m, ok := h.modules.Get(comp.Module); ok {
-		cost = m.CostMilli()
-	}
-	sub := execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
-		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
-		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
+	sub := h.stageSubmit(r, st)
 	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideSubmit(s, sub, h.now())
 	})
@@ -178,6 +185,35 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 		return nil
 	}
 	return wrap("submit stage "+st.ID, err)
+}
+
+// stageSubmit is the submit of the execution of a dispatched module stage.
+func (h *Workflows) stageSubmit(r *run.State, st run.Stage) execution.Submit {
+	comp := r.Component(st)
+	cost := int64(0)
+	if m, ok := h.modules.Get(comp.Module); ok {
+		cost = m.CostMilli()
+	}
+	return execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
+}
+
+// StageFirstRun returns the execution of a dispatched module stage as a call for worker's
+// runner to run before anything of it is written (Runner.TryRunFirst), as a submit of a
+// repeatable module is: its submit, outcome and charge then take one commit, and the caller
+// has the outcome at once instead of through the log. It reports false for a stage that must
+// take the usual path (SubmitStage): a child run, a module that is not repeatable or is free.
+func (h *Workflows) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
+	if st.ChildRunID != "" || st.ExecutionID == "" {
+		return FirstRun{}, false
+	}
+	sub := h.stageSubmit(r, st)
+	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
+		return FirstRun{}, false
+	}
+	sub.Runner = worker
+	return firstRunOf(sub, h.now())
 }
 
 // edgeCondition evaluates edges' conditions for the run decisions, which record the answers in

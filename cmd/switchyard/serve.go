@@ -52,8 +52,13 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	exec := executor.New(a.store, a.cmds, a.queries, a.modules, hub, executor.Config{
 		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout,
 		Registerer: a.registry, Logger: a.log})
-	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
-	cmds := commands.WithRunner(a.cmds, exec)
+	// Submits accepted here hand their executions to exec while it runs (commands.Runner),
+	// and so do the stages sched dispatches; triggers accepted here wake sched at once.
+	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec,
+		Lock: func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
+		}})
+	cmds := commands.WithRunWaker(commands.WithRunner(a.cmds, exec), sched.Wake)
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err
@@ -82,10 +87,6 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log,
-		Lock: func(ctx context.Context, fn func(context.Context) error) error {
-			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
-		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	ln, err := net.Listen("tcp", a.cfg.Listen)
