@@ -52,6 +52,9 @@ type Config struct {
 	// coming back through the log. nil, or a stage it does not take, submits through the log,
 	// for any instance's executor. Either way the log is what the run's facts are rebuilt from.
 	Runner commands.Runner
+	// Stepped, when set, is told of each run a step moved, once its events are written: serve
+	// has the live hub wake the run's streams with it, ahead of the log's tail.
+	Stepped func(runID string)
 }
 
 // Scheduler advances runs.
@@ -77,7 +80,9 @@ type Scheduler struct {
 	// for nothing (take).
 	woken   map[string]bool
 	settled map[string]bool
-	wg      sync.WaitGroup
+	// early are the runs woken while this instance did not schedule, stepped when it starts.
+	early map[string]bool
+	wg    sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -123,16 +128,21 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	cfg.setDefaults()
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
-		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{}}
+		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
+		early: map[string]bool{}}
 }
 
 // Wake starts a run this process has just triggered (commands.WithRunWaker) at once, instead
-// of when the log brings its trigger. It does nothing while this instance does not schedule:
-// the scheduling one learns of the run from the log, as it does of every other.
+// of when the log brings its trigger. While this instance does not schedule, the run is kept
+// for when it starts to: a trigger written just before the scheduler's feed opened is in
+// neither the feed nor, while the projections catch up, the first sweep. The instance that
+// schedules meanwhile learns of the run from the log, as it does of every other.
 func (s *Scheduler) Wake(runID string) {
 	s.mu.Lock()
 	ctx := s.leadCtx
-	if ctx != nil {
+	if ctx == nil {
+		remember(s.early, runID)
+	} else {
 		remember(s.woken, runID)
 	}
 	s.mu.Unlock()
@@ -174,7 +184,12 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	s.log.Info("scheduler running")
 	s.mu.Lock()
 	s.leadCtx = ctx
+	early := s.early
+	s.early = map[string]bool{}
 	s.mu.Unlock()
+	for id := range early {
+		s.enqueue(ctx, id)
+	}
 	defer func() {
 		s.mu.Lock()
 		s.leadCtx = nil
@@ -334,6 +349,9 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 			log.WithError(err).Warn("cannot step run; the sweep will retry")
 		}
 		return
+	}
+	if s.opts.Stepped != nil {
+		s.opts.Stepped(runID)
 	}
 	if err := s.submit(ctx, &st, dispatched); err != nil && ctx.Err() == nil {
 		log.WithError(err).Warn("cannot submit stage executions; the sweep will retry")
