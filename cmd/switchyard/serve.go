@@ -55,7 +55,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner),
 	// and so do the stages sched dispatches; triggers accepted here wake sched at once.
 	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec,
-		Stepped: func(runID string) { hub.Notify(commands.RunStream(runID)) },
+		Ended: func(runID string) { hub.Notify(commands.RunStream(runID)) },
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})

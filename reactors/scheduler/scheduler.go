@@ -52,9 +52,10 @@ type Config struct {
 	// coming back through the log. nil, or a stage it does not take, submits through the log,
 	// for any instance's executor. Either way the log is what the run's facts are rebuilt from.
 	Runner commands.Runner
-	// Stepped, when set, is told of each run a step moved, once its events are written: serve
-	// has the live hub wake the run's streams with it, ahead of the log's tail.
-	Stepped func(runID string)
+	// Ended, when set, is told of each run a step ended, once its end is written: serve has
+	// the live hub wake the run's streams with it, ahead of the log's tail. (Its other steps
+	// reach the streams through the log: a notice each would cost every stream a read.)
+	Ended func(runID string)
 }
 
 // Scheduler advances runs.
@@ -350,8 +351,8 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 		}
 		return
 	}
-	if s.opts.Stepped != nil {
-		s.opts.Stepped(runID)
+	if s.opts.Ended != nil && st.Status.Terminal() {
+		s.opts.Ended(runID)
 	}
 	if err := s.submit(ctx, &st, dispatched); err != nil && ctx.Err() == nil {
 		log.WithError(err).Warn("cannot submit stage executions; the sweep will retry")
