@@ -24,19 +24,41 @@ const linearEcho = `{"name": "linear-echo", "components": [
 // newLocalScheduler is a scheduler as serve wires it: holding the scheduler lock, running
 // stages in runner (nil: none), reading unfinished runs through queries.
 func newLocalScheduler(env *testenv.Env, runner commands.Runner, queries *projections.Queries, lock scheduler.LockFunc) *scheduler.Scheduler {
+	return newSchedulerOn(env, commands.New(env.Store), runner, queries, lock)
+}
+
+// newSchedulerOn is newLocalScheduler issuing cmds.
+func newSchedulerOn(env *testenv.Env, cmds *commands.Commands, runner commands.Runner, queries *projections.Queries, lock scheduler.LockFunc) *scheduler.Scheduler {
 	if lock == nil {
 		lock = func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)
 		}
 	}
-	return scheduler.New(env.Store, commands.New(env.Store), queries, scheduler.Config{Logger: quietLog(),
+	return scheduler.New(env.Store, cmds, queries, scheduler.Config{Logger: quietLog(),
 		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond, Runner: runner, Lock: lock})
 }
 
-// triggerVia starts a run of wf through cmds (wired with a scheduler's Wake or not).
-func triggerVia(t *testing.T, cmds *commands.Commands, ws string, wf workflow.State) string {
+// serveLike starts an executor and a scheduler wired as serve wires them (the scheduler runs
+// stages in the executor, triggers wake it, both share env.Cmds' states) and returns the
+// commands to trigger runs with.
+func serveLike(t testing.TB, env *testenv.Env) *commands.Commands {
 	t.Helper()
-	runs, err := cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(`{"n": 1}`)})
+	ex := startExecutor(t, env)
+	s := newSchedulerOn(env, env.Cmds, ex, env.Queries, nil)
+	testenv.Go(t, s.Run)
+	return commands.WithRunWaker(commands.WithRunner(env.Cmds, ex), s.Wake)
+}
+
+// triggerVia starts a run of wf through cmds (wired with a scheduler's Wake or not).
+func triggerVia(t testing.TB, cmds *commands.Commands, ws string, wf workflow.State) string {
+	t.Helper()
+	return triggerWith(t, cmds, ws, wf, `{"n": 1}`)
+}
+
+// triggerWith starts a run of wf with input through cmds.
+func triggerWith(t testing.TB, cmds *commands.Commands, ws string, wf workflow.State, input string) string {
+	t.Helper()
+	runs, err := cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("trigger: %v %v", runs, err)
 	}
