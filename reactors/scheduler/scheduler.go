@@ -359,18 +359,27 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 	}
 }
 
-// submitParallel bounds the executions one step submits at once (a FOR_EACH admits many).
-const submitParallel = 16
+// submitParallel bounds the executions one step submits at once (a FOR_EACH admits many);
+// runFirstParallel bounds them when the runner takes them, which write nothing each but wait
+// for their workspace's next charge batch: the more wait together, the fewer batches.
+const (
+	submitParallel   = 16
+	runFirstParallel = 128
+)
 
 func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stage) error {
 	if len(stages) == 1 {
 		return s.start(ctx, st, stages[0])
 	}
+	parallel := submitParallel
+	if s.opts.Runner != nil {
+		parallel = runFirstParallel
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		sem   = make(chan struct{}, submitParallel)
+		sem   = make(chan struct{}, parallel)
 	)
 	for _, stage := range stages {
 		sem <- struct{}{}
