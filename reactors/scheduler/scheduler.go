@@ -142,7 +142,10 @@ func (s *Scheduler) Wake(runID string) {
 	s.mu.Lock()
 	ctx := s.leadCtx
 	if ctx == nil {
-		remember(s.early, runID)
+		if len(s.early) >= maxEarly {
+			clear(s.early) // an instance that does not schedule: the one that does has them
+		}
+		s.early[runID] = true
 	} else {
 		remember(s.woken, runID)
 	}
@@ -267,6 +270,10 @@ func (s *Scheduler) seen(set map[string]bool, id string, last bool) bool {
 // maxRemembered bounds woken and settled. An entry whose event the log brought first stays
 // until the lead ends; forgetting them all costs a step that records nothing per entry.
 const maxRemembered = 100_000
+
+// maxEarly bounds the runs kept while this instance does not schedule (Wake): they matter
+// only when it has just started and is about to.
+const maxEarly = 1000
 
 func remember(set map[string]bool, id string) {
 	if len(set) >= maxRemembered {
