@@ -6,6 +6,8 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/modules"
 )
 
 // Runner runs executions in this process: the executor, given to the submits' handler when
@@ -57,6 +59,23 @@ func firstRunOf(sub execution.Submit, now time.Time) (FirstRun, bool) {
 		st = st.Evolve(e)
 	}
 	return FirstRun{State: st, Create: events}, true
+}
+
+// StageFirstRun returns the execution of a dispatched module stage as a call for worker's
+// runner to run before anything of it is written (Runner.TryRunFirst), as a submit of a
+// repeatable module is: its submit, outcome and charge then take one commit, and the caller
+// has the outcome at once instead of through the log. It reports false for a stage that must
+// take the usual path (SubmitStage): a child run, a module that is not repeatable or is free.
+func (h *Executions) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
+	if st.ChildRunID != "" || st.ExecutionID == "" {
+		return FirstRun{}, false
+	}
+	sub := stageSubmit(h.modules, r, st)
+	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
+		return FirstRun{}, false
+	}
+	sub.Runner = worker
+	return firstRunOf(sub, h.now())
 }
 
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The

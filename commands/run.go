@@ -177,7 +177,7 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 	if st.ChildRunID != "" {
 		return startChild(ctx, h, r, st)
 	}
-	sub := h.stageSubmit(r, st)
+	sub := stageSubmit(h.modules, r, st)
 	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideSubmit(s, sub, h.now())
 	})
@@ -187,33 +187,16 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 	return wrap("submit stage "+st.ID, err)
 }
 
-// stageSubmit is the submit of the execution of a dispatched module stage.
-func (h *Workflows) stageSubmit(r *run.State, st run.Stage) execution.Submit {
+// stageSubmit is the submit of the execution of a dispatched module stage, priced by mods.
+func stageSubmit(mods *modules.Registry, r *run.State, st run.Stage) execution.Submit {
 	comp := r.Component(st)
 	cost := int64(0)
-	if m, ok := h.modules.Get(comp.Module); ok {
+	if m, ok := mods.Get(comp.Module); ok {
 		cost = m.CostMilli()
 	}
 	return execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
 		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
 		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
-}
-
-// StageFirstRun returns the execution of a dispatched module stage as a call for worker's
-// runner to run before anything of it is written (Runner.TryRunFirst), as a submit of a
-// repeatable module is: its submit, outcome and charge then take one commit, and the caller
-// has the outcome at once instead of through the log. It reports false for a stage that must
-// take the usual path (SubmitStage): a child run, a module that is not repeatable or is free.
-func (h *Workflows) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
-	if st.ChildRunID != "" || st.ExecutionID == "" {
-		return FirstRun{}, false
-	}
-	sub := h.stageSubmit(r, st)
-	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
-		return FirstRun{}, false
-	}
-	sub.Runner = worker
-	return firstRunOf(sub, h.now())
 }
 
 // edgeCondition evaluates edges' conditions for the run decisions, which record the answers in
