@@ -78,6 +78,18 @@ func (h *Executions) StageFirstRun(r *run.State, st run.Stage, worker string) (F
 	return firstRunOf(sub, h.now())
 }
 
+// stageSubmit is the submit of the execution of a dispatched module stage, priced by mods.
+func stageSubmit(mods *modules.Registry, r *run.State, st run.Stage) execution.Submit {
+	comp := r.Component(st)
+	cost := int64(0)
+	if m, ok := mods.Get(comp.Module); ok {
+		cost = m.CostMilli()
+	}
+	return execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
+}
+
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The
 // runner is built on c's Attempts and Charges (which share the state cache with its
 // Executions), so it is given here, once both exist, rather than to New.

@@ -55,11 +55,11 @@ type Billing struct {
 
 // Workflows holds workflow definitions (workflow.go) and their runs (run.go).
 type Workflows struct {
-	*core
-	*balanceCheck
 	// wake is told of each run this process triggers, once its trigger is written
 	// (WithRunWaker); nil when no scheduler runs here.
 	wake func(runID string)
+	*core
+	*balanceCheck
 }
 
 // Workspaces holds workspaces and their members (workspace.go), access checks (access.go),

@@ -71,17 +71,6 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	return h.startRuns(ctx, c, wf, planned, err)
 }
 
-// WithRunWaker returns c whose triggers tell wake, this process's scheduler, of each run they
-// write, so that it starts the run at once instead of when the log brings the trigger to it.
-// The log still does, to every instance: a run whose wake-up is lost starts all the same.
-func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
-	wired := *c
-	w := *c.Workflows
-	w.wake = wake
-	wired.Workflows = &w
-	return &wired
-}
-
 // plannedRuns gives each ON_API_CALLED component of d a new run.
 func plannedRuns(d workflow.Definition) []run.KeyedRun {
 	var out []run.KeyedRun
@@ -177,7 +166,14 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 	if st.ChildRunID != "" {
 		return startChild(ctx, h, r, st)
 	}
-	sub := stageSubmit(h.modules, r, st)
+	comp := r.Component(st)
+	cost := int64(0)
+	if m, ok := h.modules.Get(comp.Module); ok {
+		cost = m.CostMilli()
+	}
+	sub := execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
 	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideSubmit(s, sub, h.now())
 	})
@@ -185,18 +181,6 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 		return nil
 	}
 	return wrap("submit stage "+st.ID, err)
-}
-
-// stageSubmit is the submit of the execution of a dispatched module stage, priced by mods.
-func stageSubmit(mods *modules.Registry, r *run.State, st run.Stage) execution.Submit {
-	comp := r.Component(st)
-	cost := int64(0)
-	if m, ok := mods.Get(comp.Module); ok {
-		cost = m.CostMilli()
-	}
-	return execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
-		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
-		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
 }
 
 // edgeCondition evaluates edges' conditions for the run decisions, which record the answers in
