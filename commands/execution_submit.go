@@ -113,19 +113,22 @@ func (h *Executions) runFirst(ctx context.Context, runner Runner, c SubmitExecut
 	if !h.runsFirst(c, sub, window) {
 		return execution.State{}, false
 	}
-	run, ok := firstRunOf(sub, h.now())
-	if !ok {
+	events, err := execution.DecideSubmit(execution.State{}, sub, h.now())
+	if err != nil {
 		return execution.State{}, false
 	}
-	st := run.State
-	run.Claim = c.Claim
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	run := FirstRun{State: st, Create: events, Claim: c.Claim}
 	if c.WaitFor > 0 {
 		if after, ok := runner.RunFirst(ctx, run, c.WaitFor); ok {
 			return after, true
 		}
 		return st, false
 	}
-	_, ok = runner.TryRunFirst(ctx, run)
+	_, ok := runner.TryRunFirst(ctx, run)
 	return st, ok
 }
 
