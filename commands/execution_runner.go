@@ -65,11 +65,13 @@ func firstRunOf(sub execution.Submit, now time.Time) (FirstRun, bool) {
 // runner to run before anything of it is written (Runner.TryRunFirst), as a submit of a
 // repeatable module is: its submit, outcome and charge then take one commit, and the caller
 // has the outcome at once instead of through the log. It reports false for a stage that must
-// take the usual path (SubmitStage): a child run, a module that is not repeatable or is free.
-func (h *Executions) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
+// take the usual path (SubmitStage): a child run, a module that is not a repeatable built-in,
+// or a free one. (On Commands: the handlers it would belong to are full.)
+func (c *Commands) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
 	if st.ChildRunID != "" || st.ExecutionID == "" {
 		return FirstRun{}, false
 	}
+	h := c.Executions
 	sub := stageSubmit(h.modules, r, st)
 	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
 		return FirstRun{}, false

@@ -411,7 +411,7 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 // after all, first or last, the execution's id makes the other write a no-op.
 func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) error {
 	if r := s.opts.Runner; r != nil && r.Running() {
-		if first, ok := s.cmds.Executions.StageFirstRun(st, stage, r.Worker()); ok {
+		if first, ok := s.cmds.StageFirstRun(st, stage, r.Worker()); ok {
 			if end, ok := r.TryRunFirst(ctx, first); ok && end.Status.Terminal() {
 				s.mu.Lock()
 				remember(s.settled, end.ID)
