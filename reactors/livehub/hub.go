@@ -87,7 +87,7 @@ func (h *Hub) Watchers() int {
 
 // Notify tells the watchers of stream that it may have changed. The log tells them of every
 // change anyway; a writer in this process calls it to have them look at once, ahead of the
-// log's tail (the scheduler after a step of a run).
+// log's tail (the scheduler when a run ends).
 func (h *Hub) Notify(stream string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
