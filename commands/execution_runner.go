@@ -6,6 +6,8 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/modules"
 )
 
 // Runner runs executions in this process: the executor, given to the submits' handler when
@@ -45,6 +47,51 @@ type FirstRun struct {
 	Claim *RequestClaim
 	// Window, when set, opens the call's cache window in that commit (ChargedFinish.Window).
 	Window *WindowOpening
+}
+
+// firstRunOf is the call sub makes, submitted at now, for a runner to run first; false when
+// the submit is refused.
+func firstRunOf(sub execution.Submit, now time.Time) (FirstRun, bool) {
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return FirstRun{}, false
+	}
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	return FirstRun{State: st, Create: events}, true
+}
+
+// StageFirstRun returns the execution of a dispatched module stage as a call for worker's
+// runner to run before anything of it is written (Runner.TryRunFirst), as a submit of a
+// repeatable module is: its submit, outcome and charge then take one commit, and the caller
+// has the outcome at once instead of through the log. It reports false for a stage that must
+// take the usual path (SubmitStage): a child run, a module that is not a repeatable built-in,
+// or a free one. (On Commands: the handlers it would belong to are full.)
+func (c *Commands) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
+	if st.ChildRunID != "" || st.ExecutionID == "" {
+		return FirstRun{}, false
+	}
+	h := c.Executions
+	sub := stageSubmit(h.modules, r, st)
+	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
+		return FirstRun{}, false
+	}
+	sub.Runner = worker
+	return firstRunOf(sub, h.now())
+}
+
+// stageSubmit is the submit of the execution of a dispatched module stage, priced by mods.
+func stageSubmit(mods *modules.Registry, r *run.State, st run.Stage) execution.Submit {
+	comp := r.Component(st)
+	cost := int64(0)
+	if m, ok := mods.Get(comp.Module); ok {
+		cost = m.CostMilli()
+	}
+	return execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
 }
 
 // WithRunner returns c whose submits hand their executions to r, this process's runner. The

@@ -57,6 +57,9 @@ type Billing struct {
 
 // Workflows holds workflow definitions (workflow.go) and their runs (run.go).
 type Workflows struct {
+	// wake is told of each run this process triggers, once its trigger is written
+	// (WithRunWaker); nil when no scheduler runs here.
+	wake func(runID string)
 	*core
 	*balanceCheck
 	// catalog resolves the modules of components, built-in or the workspace's own.

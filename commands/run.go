@@ -92,11 +92,14 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 	out := []TriggeredRun{}
 	for _, r := range runs {
 		comp := r.TriggerID
-		_, _, err := executeFold(ctx, h, RunStream(r.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
+		_, _, err := executeCached(ctx, h, RunStream(r.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
 			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, edgeCondition(ctx), h.now())
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 			return out, wrap("trigger workflow", err)
+		}
+		if err == nil && h.wake != nil {
+			h.wake(r.RunID)
 		}
 		out = append(out, TriggeredRun{RunID: r.RunID, JobID: r.JobID})
 	}
@@ -144,7 +147,7 @@ func (h *Workflows) CancelRun(ctx context.Context, id, reason string) (run.State
 // submits with SubmitStage.
 func (h *Workflows) StepRun(ctx context.Context, id string, facts []run.Fact) (run.State, []run.Stage, error) {
 	var dispatched []run.Stage
-	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+	st, _, err := executeCached(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
 		var events []domain.Event
 		events, dispatched = run.Step(s, facts, edgeCondition(ctx), h.now())
 		return events, nil

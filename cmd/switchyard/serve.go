@@ -55,6 +55,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		Registerer: a.registry, Logger: a.log, Sealer: a.sealer, ModuleCAs: a.cfg.WebhookCAs})
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
 	cmds := commands.WithRunner(a.cmds, exec)
+	// Triggers accepted here wake the scheduler (set below, before anything is served).
+	var wake func(runID string)
+	cmds = commands.WithRunWaker(cmds, func(runID string) { wake(runID) })
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err
@@ -83,7 +86,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log,
+	// The stages sched dispatches run first in exec; a run's end wakes its streams at once.
+	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec,
+		Ended: func(runID string) { hub.Notify(commands.RunStream(runID)) },
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})
@@ -93,6 +98,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
+	wake = sched.Wake
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)

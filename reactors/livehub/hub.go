@@ -85,7 +85,10 @@ func (h *Hub) Watchers() int {
 	return n
 }
 
-func (h *Hub) notify(stream string) {
+// Notify tells the watchers of stream that it may have changed. The log tells them of every
+// change anyway; a writer in this process calls it to have them look at once, ahead of the
+// log's tail (the scheduler when a run ends).
+func (h *Hub) Notify(stream string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watchers[stream] {
@@ -108,7 +111,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	}
 	go func() {
 		for ev := range events {
-			h.notify(ev.Stream)
+			h.Notify(ev.Stream)
 		}
 	}()
 	return nil

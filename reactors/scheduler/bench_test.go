@@ -19,12 +19,11 @@ func BenchmarkForEach1000(b *testing.B) {
 	const n = 1000
 	env := testenv.New(b)
 	ws := env.Workspace(b, 1_000_000)
-	startExecutor(b, env)
-	startScheduler(b, env)
+	cmds := serveLike(b, env)
 	wf := create(b, env, ws, forEach(n, 100, "core.echo"))
 	for b.Loop() {
 		start := time.Now()
-		id := trigger(b, env, ws, wf, itemsInput(n))
+		id := triggerWith(b, cmds, ws, wf, itemsInput(n))
 		st := waitRun(b, env, id)
 		if st.Status != run.StatusCompleted {
 			b.Fatalf("run %s", st.Status)
@@ -39,8 +38,7 @@ func BenchmarkForEach1000Gather(b *testing.B) {
 	const n = 1000
 	env := testenv.New(b)
 	ws := env.Workspace(b, 1_000_000)
-	startExecutor(b, env)
-	startScheduler(b, env)
+	cmds := serveLike(b, env)
 	wf := create(b, env, ws, fmt.Sprintf(`{"name": "gather-%d", "components": [
 		{"id": "t", "module": "ON_API_CALLED"},
 		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 100, "body": ["work"]}},
@@ -49,7 +47,7 @@ func BenchmarkForEach1000Gather(b *testing.B) {
 		{"from": "work", "to": "sum"}]}`, n))
 	for b.Loop() {
 		start := time.Now()
-		id := trigger(b, env, ws, wf, itemsInput(n))
+		id := triggerWith(b, cmds, ws, wf, itemsInput(n))
 		st := waitRun(b, env, id)
 		if st.Status != run.StatusCompleted || len(st.Stages) != n+3 {
 			b.Fatalf("run %s with %d stages, want COMPLETED with %d", st.Status, len(st.Stages), n+3)
@@ -66,8 +64,7 @@ func BenchmarkLinearRuns(b *testing.B) {
 	const runs, callers = 400, 16
 	env := testenv.New(b)
 	ws := env.Workspace(b, 1_000_000)
-	startExecutor(b, env)
-	startScheduler(b, env)
+	cmds := serveLike(b, env)
 	wf := create(b, env, ws, `{"name": "linear", "components": [
 		{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"},
 		{"id": "b", "module": "core.echo"}, {"id": "c", "module": "core.echo"}],
@@ -82,7 +79,7 @@ func BenchmarkLinearRuns(b *testing.B) {
 		for range callers {
 			wg.Go(func() {
 				for range runs / callers {
-					st, err := runOnce(env, ws, wf.ID)
+					st, err := runOnce(env, cmds, ws, wf.ID)
 					if err != nil {
 						b.Error(err)
 						return
@@ -106,9 +103,9 @@ func BenchmarkLinearRuns(b *testing.B) {
 }
 
 // runOnce triggers a run and waits for its end on the run stream's revision.
-func runOnce(env *testenv.Env, ws, workflowID string) (run.State, error) {
+func runOnce(env *testenv.Env, cmds *commands.Commands, ws, workflowID string) (run.State, error) {
 	ctx := context.Background()
-	r, err := env.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: workflowID})
+	r, err := cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: workflowID})
 	if err != nil {
 		return run.State{}, err
 	}

@@ -46,6 +46,16 @@ type Config struct {
 	Logger logrus.FieldLogger
 	// Now is the clock sweeps are timed by; default time.Now.
 	Now func() time.Time
+	// Runner is this process's executor, when one runs here (commands.Runner): the stages of
+	// repeatable modules then run in it at once (TryRunFirst), their submit, outcome and charge
+	// in one commit, and their outcome goes straight into the run's next step instead of
+	// coming back through the log. nil, or a stage it does not take, submits through the log,
+	// for any instance's executor. Either way the log is what the run's facts are rebuilt from.
+	Runner commands.Runner
+	// Ended, when set, is told of each run a step ended, once its end is written: serve has
+	// the live hub wake the run's streams with it, ahead of the log's tail. (Its other steps
+	// reach the streams through the log: a notice each would cost every stream a read.)
+	Ended func(runID string)
 }
 
 // Scheduler advances runs.
@@ -62,7 +72,18 @@ type Scheduler struct {
 	busy   map[string]bool
 	// deadlines are the runs whose timeout timer is armed in this process (armDeadline).
 	deadlines map[string]bool
-	wg        sync.WaitGroup
+	// leadCtx is the context of the current lead, nil while this instance does not schedule
+	// (Wake needs both).
+	leadCtx context.Context
+	// woken are the runs Wake started ahead of their trigger's arrival from the log, and
+	// settled the stage executions whose outcome a step took from the runner ahead of the
+	// log's: their events from the log are then dropped instead of stepping the run again
+	// for nothing (take).
+	woken   map[string]bool
+	settled map[string]bool
+	// early are the runs woken while this instance did not schedule, stepped when it starts.
+	early map[string]bool
+	wg    sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -108,7 +129,30 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	cfg.setDefaults()
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
-		deadlines: map[string]bool{}}
+		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
+		early: map[string]bool{}}
+}
+
+// Wake starts a run this process has just triggered (commands.WithRunWaker) at once, instead
+// of when the log brings its trigger. While this instance does not schedule, the run is kept
+// for when it starts to: a trigger written just before the scheduler's feed opened is in
+// neither the feed nor, while the projections catch up, the first sweep. The instance that
+// schedules meanwhile learns of the run from the log, as it does of every other.
+func (s *Scheduler) Wake(runID string) {
+	s.mu.Lock()
+	ctx := s.leadCtx
+	if ctx == nil {
+		if len(s.early) >= maxEarly {
+			clear(s.early) // an instance that does not schedule: the one that does has them
+		}
+		s.early[runID] = true
+	} else {
+		remember(s.woken, runID)
+	}
+	s.mu.Unlock()
+	if ctx != nil {
+		s.enqueue(ctx, runID)
+	}
 }
 
 // Run schedules while it holds the lock, waiting for it again if it loses it, until ctx ends.
@@ -142,6 +186,21 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	s.log.Info("scheduler running")
+	s.mu.Lock()
+	s.leadCtx = ctx
+	early := s.early
+	s.early = map[string]bool{}
+	s.mu.Unlock()
+	for id := range early {
+		s.enqueue(ctx, id)
+	}
+	defer func() {
+		s.mu.Lock()
+		s.leadCtx = nil
+		clear(s.woken)
+		clear(s.settled)
+		s.mu.Unlock()
+	}()
 	s.sweep(ctx, s.opts.Now().Add(time.Hour))
 	tick := time.NewTicker(s.opts.SweepInterval)
 	defer tick.Stop()
@@ -172,26 +231,55 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if e.Definition.TimeoutMs > 0 {
 			s.armDeadline(ctx, e.RunID, e.At.Add(time.Duration(e.Definition.TimeoutMs)*time.Millisecond))
 		}
-		s.enqueue(ctx, e.RunID)
+		if !s.seen(s.woken, e.RunID, true) {
+			s.enqueue(ctx, e.RunID)
+		}
 		if e.ParentRunID != "" {
 			s.background(ctx, func() { s.childStarted(ctx, e.RunID) })
 		}
 	case run.Finished:
 		s.background(ctx, func() { s.runEnded(ctx, e.RunID) })
 	case execution.Started:
-		if e.RunID != "" {
+		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, false) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At})
 		}
 	case execution.Completed:
-		if e.RunID != "" {
+		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, true) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactCompleted, Attempt: e.Attempt,
 				Output: e.Output, Usage: e.TotalUsage, At: e.At})
 		}
 	case execution.Failed:
-		if e.RunID != "" {
+		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, true) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactFailed, Attempt: e.Attempt, Error: e.Error, At: e.At})
 		}
 	}
+}
+
+// seen reports whether id is in set (woken or settled): what the log brings about it was
+// taken already. last forgets it: nothing more about it will come.
+func (s *Scheduler) seen(set map[string]bool, id string, last bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := set[id]
+	if ok && last {
+		delete(set, id)
+	}
+	return ok
+}
+
+// maxRemembered bounds woken and settled. An entry whose event the log brought first stays
+// until the lead ends; forgetting them all costs a step that records nothing per entry.
+const maxRemembered = 100_000
+
+// maxEarly bounds the runs kept while this instance does not schedule (Wake): they matter
+// only when it has just started and is about to.
+const maxEarly = 1000
+
+func remember(set map[string]bool, id string) {
+	if len(set) >= maxRemembered {
+		clear(set)
+	}
+	set[id] = true
 }
 
 // armDeadline steps the run when its timeout comes, so that it ends then (run_timeout) even
@@ -270,23 +358,35 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 		}
 		return
 	}
+	if s.opts.Ended != nil && st.Status.Terminal() {
+		s.opts.Ended(runID)
+	}
 	if err := s.submit(ctx, &st, dispatched); err != nil && ctx.Err() == nil {
 		log.WithError(err).Warn("cannot submit stage executions; the sweep will retry")
 	}
 }
 
-// submitParallel bounds the executions one step submits at once (a FOR_EACH admits many).
-const submitParallel = 16
+// submitParallel bounds the executions one step submits at once (a FOR_EACH admits many);
+// runFirstParallel bounds them when the runner takes them, which write nothing each but wait
+// for their workspace's next charge batch: the more wait together, the fewer batches.
+const (
+	submitParallel   = 16
+	runFirstParallel = 128
+)
 
 func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stage) error {
 	if len(stages) == 1 {
-		return s.cmds.Workflows.SubmitStage(ctx, st, stages[0])
+		return s.start(ctx, st, stages[0])
+	}
+	parallel := submitParallel
+	if s.opts.Runner != nil {
+		parallel = runFirstParallel
 	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		sem   = make(chan struct{}, submitParallel)
+		sem   = make(chan struct{}, parallel)
 	)
 	for _, stage := range stages {
 		sem <- struct{}{}
@@ -294,7 +394,7 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := s.cmds.Workflows.SubmitStage(ctx, st, stage); err != nil {
+			if err := s.start(ctx, st, stage); err != nil {
 				mu.Lock()
 				first = errors.Join(first, err)
 				mu.Unlock()
@@ -303,6 +403,25 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 	}
 	wg.Wait()
 	return first
+}
+
+// start runs a dispatched stage in this process's runner when it takes it, queueing its
+// outcome for the run's next step, and otherwise submits its execution through the log.
+// A stage the runner gives up on is submitted all the same: should the runner record it
+// after all, first or last, the execution's id makes the other write a no-op.
+func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) error {
+	if r := s.opts.Runner; r != nil && r.Running() {
+		if first, ok := s.cmds.StageFirstRun(st, stage, r.Worker()); ok {
+			if end, ok := r.TryRunFirst(ctx, first); ok && end.Status.Terminal() {
+				s.mu.Lock()
+				remember(s.settled, end.ID)
+				s.mu.Unlock()
+				s.enqueue(ctx, st.ID, factsOf(end)...)
+				return nil
+			}
+		}
+	}
+	return s.cmds.Workflows.SubmitStage(ctx, st, stage)
 }
 
 // sweep reconciles unfinished runs unchanged since before with their stage executions.

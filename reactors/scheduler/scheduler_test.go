@@ -30,7 +30,7 @@ func quietLog() logrus.FieldLogger {
 }
 
 // startExecutor runs an executor as a serve process would.
-func startExecutor(t testing.TB, env *testenv.Env) {
+func startExecutor(t testing.TB, env *testenv.Env) *executor.Executor {
 	t.Helper()
 	cmds := commands.New(env.Store)
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
@@ -43,6 +43,7 @@ func startExecutor(t testing.TB, env *testenv.Env) {
 		executor.Config{Concurrency: 32, SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond,
 			RetryBackoff: 10 * time.Millisecond, Logger: quietLog()})
 	testenv.Go(t, ex.Run)
+	return ex
 }
 
 // startScheduler runs a scheduler holding the database's scheduler lock; cancel stops it.

@@ -1,0 +1,12 @@
+package commands
+
+// WithRunWaker returns c whose triggers tell wake, this process's scheduler, of each run they
+// write, so that it starts the run at once instead of when the log brings the trigger to it.
+// The log still does, to every instance: a run whose wake-up is lost starts all the same.
+func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
+	wired := *c
+	w := *c.Workflows
+	w.wake = wake
+	wired.Workflows = &w
+	return &wired
+}

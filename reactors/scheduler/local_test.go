@@ -1,0 +1,174 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/executor"
+	"github.com/switchyard/switchyard/reactors/scheduler"
+	"github.com/switchyard/switchyard/testenv"
+)
+
+// linearEcho is a run of three core.echo stages (bench runs' workflow).
+const linearEcho = `{"name": "linear-echo", "components": [
+	{"id": "t", "module": "ON_API_CALLED"},
+	{"id": "a", "module": "core.echo"}, {"id": "b", "module": "core.echo"}, {"id": "c", "module": "core.echo"}],
+  "edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`
+
+// newLocalScheduler is a scheduler as serve wires it: holding the scheduler lock, running
+// stages in runner (nil: none), reading unfinished runs through queries.
+func newLocalScheduler(env *testenv.Env, runner commands.Runner, queries *projections.Queries, lock scheduler.LockFunc) *scheduler.Scheduler {
+	return newSchedulerOn(env, commands.New(env.Store), runner, queries, lock)
+}
+
+// newSchedulerOn is newLocalScheduler issuing cmds.
+func newSchedulerOn(env *testenv.Env, cmds *commands.Commands, runner commands.Runner, queries *projections.Queries, lock scheduler.LockFunc) *scheduler.Scheduler {
+	if lock == nil {
+		lock = func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, env.Pool.Config().ConnConfig, "scheduler", fn)
+		}
+	}
+	return scheduler.New(env.Store, cmds, queries, scheduler.Config{Logger: quietLog(),
+		SweepInterval: 100 * time.Millisecond, SweepGrace: 200 * time.Millisecond, Runner: runner, Lock: lock})
+}
+
+// serveLike starts an executor and a scheduler wired as serve wires them (the scheduler runs
+// stages in the executor, triggers wake it, both share env.Cmds' states) and returns the
+// commands to trigger runs with.
+func serveLike(t testing.TB, env *testenv.Env) *commands.Commands {
+	t.Helper()
+	ex := startExecutor(t, env)
+	s := newSchedulerOn(env, env.Cmds, ex, env.Queries, nil)
+	testenv.Go(t, s.Run)
+	return commands.WithRunWaker(commands.WithRunner(env.Cmds, ex), s.Wake)
+}
+
+// triggerVia starts a run of wf through cmds (wired with a scheduler's Wake or not).
+func triggerVia(t testing.TB, cmds *commands.Commands, ws string, wf workflow.State) string {
+	t.Helper()
+	return triggerWith(t, cmds, ws, wf, `{"n": 1}`)
+}
+
+// triggerWith starts a run of wf with input through cmds.
+func triggerWith(t testing.TB, cmds *commands.Commands, ws string, wf workflow.State, input string) string {
+	t.Helper()
+	runs, err := cmds.Workflows.TriggerWorkflow(context.Background(), commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(input)})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("trigger: %v %v", runs, err)
+	}
+	return runs[0].RunID
+}
+
+// checkRuns waits for every run to complete with each stage executed and billed once.
+func checkRuns(t *testing.T, env *testenv.Env, ws string, credits int64, ids []string) {
+	t.Helper()
+	stages := 0
+	for _, id := range ids {
+		st := waitRun(t, env, id)
+		if st.Status != run.StatusCompleted || len(st.Stages) != 4 {
+			t.Fatalf("run %s: %s with %d stages", id, st.Status, len(st.Stages))
+		}
+		for _, s := range st.Stages[1:] {
+			ex, err := env.Cmds.Executions.Execution(context.Background(), s.ExecutionID)
+			if err != nil || s.Status != run.StageStatusCompleted || ex.Attempt != 1 || !jsonEqual(s.Output, `{"n":1}`) {
+				t.Fatalf("stage %+v, execution attempt %d: %v", s, ex.Attempt, err)
+			}
+			stages++
+		}
+	}
+	b, err := env.Cmds.Billing.Balance(context.Background(), ws)
+	if want := credits*1000 - int64(stages)*1000; err != nil || int64(b.Total()) != want {
+		t.Fatalf("balance %d (%v), want %d: each stage billed once", b.Total(), err, want)
+	}
+}
+
+// The stages of a run go to this process's runner when the scheduler has one, and triggers
+// wake the scheduler; each part alone, and neither, must still end every run, each stage
+// executed and billed once (the fast paths are optimisations of the log's).
+func TestRunsCompleteWithAndWithoutTheLocalPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		runner, wake bool
+	}{{"log only", false, false}, {"runner", true, false}, {"wake-up", false, true}, {"both", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.New(t)
+			ws := env.Workspace(t, 100)
+			ex := startExecutor(t, env)
+			var runner commands.Runner
+			if tc.runner {
+				runner = ex
+			}
+			s := newLocalScheduler(env, runner, env.Queries, nil)
+			testenv.Go(t, s.Run)
+			cmds := env.Cmds
+			if tc.wake {
+				cmds = commands.WithRunWaker(cmds, s.Wake)
+			}
+			wf := create(t, env, ws, linearEcho)
+			var ids []string
+			for range 5 {
+				ids = append(ids, triggerVia(t, cmds, ws, wf))
+			}
+			checkRuns(t, env, ws, 100, ids)
+			// Only a stage run by the runner is submitted under its worker's name.
+			st, _ := env.Cmds.Workflows.Run(context.Background(), ids[0])
+			got, err := env.Cmds.Executions.Execution(context.Background(), st.Stages[1].ExecutionID)
+			if err != nil || (got.Runner == ex.Worker()) != tc.runner {
+				t.Fatalf("stage execution runner %q, executor %q, runner wired %v (%v)", got.Runner, ex.Worker(), tc.runner, err)
+			}
+		})
+	}
+}
+
+// A run triggered before the scheduler leads is stepped when it starts to. The scheduler here
+// sweeps another database, so the run has nothing else to start it: the trigger was written
+// before the scheduler's feed opened, and a sweep may not find it while projections lag.
+func TestRunWokenBeforeTheSchedulerLeadsStarts(t *testing.T) {
+	env := testenv.New(t)
+	empty := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	ex := startExecutor(t, env)
+	release := make(chan struct{})
+	s := newLocalScheduler(env, ex, empty.Queries, func(ctx context.Context, fn func(context.Context) error) error {
+		select {
+		case <-release:
+			return fn(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	testenv.Go(t, s.Run)
+	wf := create(t, env, ws, linearEcho)
+	id := triggerVia(t, commands.WithRunWaker(env.Cmds, s.Wake), ws, wf)
+	close(release)
+	checkRuns(t, env, ws, 100, []string{id})
+}
+
+// Two instances, each with its executor and scheduler: one schedules, and runs triggered on
+// either end with every stage executed and billed once, whichever instance's wake-up and
+// runner they met.
+func TestRunsCompleteAcrossTwoInstances(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	wf := create(t, env, ws, linearEcho)
+	var instances []*commands.Commands
+	for range 2 {
+		ex := startExecutor(t, env)
+		s := newLocalScheduler(env, ex, env.Queries, nil)
+		testenv.Go(t, s.Run)
+		instances = append(instances, commands.WithRunWaker(commands.WithRunner(commands.New(env.Store), ex), s.Wake))
+	}
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, triggerVia(t, instances[i%2], ws, wf))
+	}
+	checkRuns(t, env, ws, 100, ids)
+}
+
+var _ commands.Runner = (*executor.Executor)(nil)
