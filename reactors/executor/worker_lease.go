@@ -1,0 +1,403 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/modules"
+)
+
+// TaskPoll is a worker's long-poll (POST /v1/sdk/tasks/poll), checked by the caller.
+type TaskPoll struct {
+	WorkspaceID string
+	// AllowedWorkflowIDs, when not empty, limits the poll to tasks of runs of those workflows
+	// (a scoped key).
+	AllowedWorkflowIDs []string
+	Modules            []string
+	Max                int
+	Wait               time.Duration
+	WorkerID           string
+}
+
+// Task is an attempt leased to a worker.
+type Task struct {
+	TaskID         string          `json:"taskId"`
+	ExecutionID    string          `json:"executionId"`
+	Module         string          `json:"module"`
+	Input          json.RawMessage `json:"input"`
+	Config         json.RawMessage `json:"config"`
+	Attempt        int             `json:"attempt"`
+	Deadline       time.Time       `json:"deadline"`
+	LeaseExpiresAt time.Time       `json:"leaseExpiresAt"`
+	RunID          string          `json:"runId,omitempty"`
+	StageID        string          `json:"stageId,omitempty"`
+}
+
+// taskPoll is a poll waiting on the board.
+type taskPoll struct {
+	modules map[string]bool
+	wake    chan struct{}
+}
+
+// wake tells the polls that wait for t's module that it may be leased; b.mu is held.
+func (b *taskBoard) wake(t *boardTask) {
+	for p := range b.polls[t.workspace] {
+		if p.modules[t.module] {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// PollTasks leases up to p.Max tasks of p's modules to p.WorkerID, waiting up to p.Wait for
+// the first one. It answers as soon as at least one is leased; an empty list when the wait
+// ends (or ctx does). A waiting poll holds no timer but its deadline: the board wakes it.
+func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
+	e.sawWorker(p, 0)
+	wait := &taskPoll{modules: map[string]bool{}, wake: make(chan struct{}, 1)}
+	for _, m := range p.Modules {
+		wait.modules[m] = true
+	}
+	b := e.tasks
+	b.mu.Lock()
+	set := b.polls[p.WorkspaceID]
+	if set == nil {
+		set = map[*taskPoll]struct{}{}
+		b.polls[p.WorkspaceID] = set
+	}
+	set[wait] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.polls[p.WorkspaceID], wait)
+		if len(b.polls[p.WorkspaceID]) == 0 {
+			delete(b.polls, p.WorkspaceID)
+		}
+		b.mu.Unlock()
+	}()
+	var deadline <-chan time.Time
+	if p.Wait > 0 {
+		t := time.NewTimer(p.Wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		tasks, err := e.leaseTasks(ctx, p)
+		if err != nil || len(tasks) > 0 || deadline == nil {
+			e.sawWorker(p, len(tasks))
+			return tasks, err
+		}
+		select {
+		case <-wait.wake:
+		case <-deadline:
+			return []Task{}, nil
+		case <-ctx.Done():
+			return []Task{}, nil
+		}
+	}
+}
+
+// leaseTasks leases what p may take of the board now.
+func (e *Executor) leaseTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
+	var out []Task
+	if len(p.AllowedWorkflowIDs) > 0 {
+		e.resolveWorkflows(ctx, p)
+	}
+	for len(out) < p.Max {
+		ids := e.takeCandidates(p, p.Max-len(out))
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			t, ok, err := e.leaseOne(ctx, id, p)
+			if err != nil {
+				return out, err
+			}
+			if ok {
+				out = append(out, t)
+			}
+		}
+	}
+	return out, nil
+}
+
+// takeCandidates takes up to n pending tasks of p's modules off the board for p to lease,
+// oldest first, module by module in turn, within each module's concurrency. A task of a run
+// of a workflow a scoped key does not allow stays on the board.
+func (e *Executor) takeCandidates(p TaskPoll, n int) []string {
+	b := e.tasks
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	mods := append([]string(nil), p.Modules...)
+	sort.Strings(mods)
+	for progress := true; progress && len(out) < n; {
+		progress = false
+		for _, m := range mods {
+			key := wsModule{p.WorkspaceID, m}
+			q := b.pending[key]
+			for i := 0; i < len(q) && len(out) < n; i++ {
+				t := b.tasks[q[i]]
+				if t == nil || t.phase != phasePending || !t.queued {
+					q = append(q[:i], q[i+1:]...) // stale id: its task ended or moved on
+					i--
+					continue
+				}
+				if t.concurrency > 0 && b.leased[key]+b.trying(key) >= t.concurrency {
+					break
+				}
+				if len(p.AllowedWorkflowIDs) > 0 && !allowed(p.AllowedWorkflowIDs, t.workflowID) {
+					continue // resolveWorkflows looked its workflow up
+				}
+				q = append(q[:i], q[i+1:]...)
+				t.queued, t.trying = false, true
+				out = append(out, t.id)
+				progress = true
+				break // one per module per turn: modules share the poll fairly
+			}
+			if len(q) == 0 {
+				delete(b.pending, key)
+			} else {
+				b.pending[key] = q
+			}
+		}
+	}
+	return out
+}
+
+// resolveWorkflows looks up the workflows of the pending run stages of p's modules, for a
+// scoped key's poll, once per task.
+func (e *Executor) resolveWorkflows(ctx context.Context, p TaskPoll) {
+	b := e.tasks
+	b.mu.Lock()
+	runs := map[string]string{}
+	for _, m := range p.Modules {
+		for _, id := range b.pending[wsModule{p.WorkspaceID, m}] {
+			if t := b.tasks[id]; t != nil && t.runID != "" && t.workflowID == "" {
+				runs[t.runID] = ""
+			}
+		}
+	}
+	b.mu.Unlock()
+	for run := range runs {
+		wf, err := e.workflowOf(ctx, run)
+		if err != nil {
+			continue
+		}
+		runs[run] = wf
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range p.Modules {
+		for _, id := range b.pending[wsModule{p.WorkspaceID, m}] {
+			if t := b.tasks[id]; t != nil && t.workflowID == "" {
+				t.workflowID = runs[t.runID]
+			}
+		}
+	}
+}
+
+// trying counts the tasks of key being leased now; b.mu is held. Few polls run at once, so a
+// count over the queue's tasks is not kept.
+func (b *taskBoard) trying(key wsModule) int {
+	n := 0
+	for _, t := range b.tasks {
+		if t.trying && t.workspace == key.workspace && t.module == key.module {
+			n++
+		}
+	}
+	return n
+}
+
+func allowed(ids []string, id string) bool {
+	for _, a := range ids {
+		if a == id && id != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseOne leases the task id to p's worker by appending its claim at the revision read.
+func (e *Executor) leaseOne(ctx context.Context, id string, p TaskPoll) (Task, bool, error) {
+	st, err := e.cmds.Attempts.LeaseTask(ctx, id, p.WorkerID, e.opts.TaskLease)
+	b := e.tasks
+	b.mu.Lock()
+	t := b.tasks[id]
+	if t != nil {
+		t.trying = false
+	}
+	leased := err == nil && st.Worker == p.WorkerID && st.HoldsTask(st.Attempt) && st.LeaseUntil.After(e.opts.Now())
+	if leased && t != nil {
+		t.local = true
+	}
+	b.mu.Unlock()
+	switch {
+	case errors.Is(err, execution.ErrNotClaimable), errors.Is(err, domain.ErrNotFound):
+		if st, err = e.cmds.Attempts.Execution(ctx, id); err != nil {
+			e.dropTask(id)
+			return Task{}, false, nil
+		}
+	case err != nil:
+		e.requeueTask(id)
+		return Task{}, false, fmt.Errorf("lease task: %w", err)
+	}
+	e.observeTask(ctx, st)
+	if !leased {
+		return Task{}, false, nil
+	}
+	return e.taskOf(st), true, nil
+}
+
+// taskOf is the leased attempt of st as a worker sees it.
+func (e *Executor) taskOf(st execution.State) Task {
+	timeout := modules.DefaultTimeout
+	if st.TimeoutMs > 0 {
+		timeout = time.Duration(st.TimeoutMs) * time.Millisecond
+	}
+	return Task{TaskID: execution.TaskID(st.ID, st.Attempt), ExecutionID: st.ID, Module: st.Module, Input: st.Input,
+		Config: st.Config, Attempt: st.Attempt, Deadline: e.opts.Now().Add(timeout).UTC(), LeaseExpiresAt: st.LeaseUntil,
+		RunID: st.RunID, StageID: st.StageID}
+}
+
+// dropTask forgets a task whose stream cannot be read.
+func (e *Executor) dropTask(id string) {
+	b := e.tasks
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.tasks[id]; t != nil {
+		b.forget(t)
+	}
+}
+
+// requeueTask puts a task a poll could not lease (the store failed) back on the board.
+func (e *Executor) requeueTask(id string) {
+	b := e.tasks
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.tasks[id]; t != nil && t.phase == phasePending && !t.queued {
+		t.phase = -1
+		b.setPhase(t, phasePending)
+	}
+}
+
+// ErrTaskNotFound: no task of the caller's workspace has the id (404).
+var ErrTaskNotFound = fmt.Errorf("task: %w", domain.ErrNotFound)
+
+// heldTask reads the execution of taskID for workspace: not found unless it is a worker task
+// of the workspace (and of a workflow a scoped key allows), execution.ErrTaskNotHeld unless
+// its attempt is leased now.
+func (e *Executor) heldTask(ctx context.Context, workspaceID string, allowedWorkflows []string, taskID string) (execution.State, int, error) {
+	id, attempt, ok := execution.ParseTaskID(taskID)
+	if !ok {
+		return execution.State{}, 0, ErrTaskNotFound
+	}
+	st, err := e.cmds.Attempts.Execution(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && (st.WorkspaceID != workspaceID || !st.WorkerTask() || attempt > max(st.Attempt, 1))) {
+		return execution.State{}, 0, ErrTaskNotFound
+	}
+	if err != nil {
+		return execution.State{}, 0, err
+	}
+	if len(allowedWorkflows) > 0 {
+		wf, err := e.workflowOf(ctx, st.RunID)
+		if err != nil {
+			return execution.State{}, 0, err
+		}
+		if !allowed(allowedWorkflows, wf) {
+			return execution.State{}, 0, ErrTaskNotFound
+		}
+	}
+	if !st.HoldsTask(attempt) {
+		return st, attempt, execution.ErrTaskNotHeld
+	}
+	return st, attempt, nil
+}
+
+// workflowOf is the workflow of run runID ("" for none).
+func (e *Executor) workflowOf(ctx context.Context, runID string) (string, error) {
+	if runID == "" {
+		return "", nil
+	}
+	r, err := e.cmds.Workflows.Run(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	return r.WorkflowID, nil
+}
+
+// TaskCaller is who calls a task endpoint: the key's workspace and, for a scoped key, the
+// workflows it allows.
+type TaskCaller struct {
+	WorkspaceID        string
+	AllowedWorkflowIDs []string
+}
+
+// HeartbeatTask renews the lease of taskID and reports whether its run was cancelled.
+func (e *Executor) HeartbeatTask(ctx context.Context, c TaskCaller, taskID string) (time.Time, bool, error) {
+	st, attempt, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	after, err := e.cmds.Attempts.ExtendTask(ctx, st.ID, attempt, e.opts.TaskLease)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	e.observeTask(ctx, after)
+	cancelled := false
+	if after.RunID != "" {
+		r, err := e.cmds.Workflows.Run(ctx, after.RunID)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		cancelled = !r.CancelAt.IsZero()
+	}
+	return after.LeaseUntil, cancelled, nil
+}
+
+// CompleteTask records the output of taskID's attempt, charged as a built-in's is: the
+// module's price once per successful execution, in the commit of the completion when it can
+// be. An output the store cannot hold fails the attempt (output_unstorable), as a built-in's.
+func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string, output json.RawMessage) (execution.State, error) {
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	if err != nil {
+		return execution.State{}, err
+	}
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	after, err := e.complete(ctx, st, output, billing.Credits(st.CostMilli))
+	return e.taskOutcome(ctx, after, err)
+}
+
+// FailTask records the failure of taskID's attempt: retried while attempts remain and
+// retryable is true (a stage's retry policy decides as for built-ins), else final.
+func (e *Executor) FailTask(ctx context.Context, c TaskCaller, taskID string, f *modules.Failure, retryable bool) (execution.State, error) {
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	if err != nil {
+		return execution.State{}, err
+	}
+	after, err := e.fail(ctx, st, storableFailure(f), retryable)
+	return e.taskOutcome(ctx, after, err)
+}
+
+// taskOutcome puts a recorded outcome on the board; a lease lost meanwhile is ErrTaskNotHeld.
+func (e *Executor) taskOutcome(ctx context.Context, after execution.State, err error) (execution.State, error) {
+	if errors.Is(err, execution.ErrLeaseLost) {
+		return execution.State{}, execution.ErrTaskNotHeld
+	}
+	if err != nil {
+		return execution.State{}, err
+	}
+	e.observeTask(ctx, after)
+	return after, nil
+}

@@ -1,0 +1,168 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/modules"
+	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/executor"
+	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/testenv"
+)
+
+// startTasks runs an executor as a serve process would and returns it, for its task board.
+func startTasks(t *testing.T, env *testenv.Env, opts executor.Config) *executor.Executor {
+	t.Helper()
+	cmds := commands.New(env.Store, commands.WithModules(registry(t)))
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opts.SweepInterval, opts.SweepGrace, opts.Logger = 100*time.Millisecond, 200*time.Millisecond, quietLog()
+	ex := executor.New(env.Store, cmds, projections.NewQueries(env.Pool), registry(t), hub, opts)
+	testenv.Go(t, ex.Run)
+	testenv.Eventually(t, 30*time.Second, "the executor to take submits", ex.Running)
+	return ex
+}
+
+// submitTask appends the submit of a workspace module's execution with a worker transport,
+// as the submit of a registered module records it.
+func submitTask(t *testing.T, env *testenv.Env, ws, module string, attempts int, costMilli int64) string {
+	t.Helper()
+	id := uuid.NewString()
+	raw, _ := json.Marshal(execution.Submitted{ExecutionID: id, WorkspaceID: ws, Module: module,
+		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts, CostMilli: costMilli,
+		Transport: &execution.Transport{Type: execution.TransportWorker}, At: time.Now().UTC()})
+	if _, err := env.Store.Append(context.Background(), commands.ExecutionStream(id), eventstore.NoStream(),
+		eventstore.EventData{ID: uuid.New(), Type: execution.Submitted{}.EventType(), Data: raw}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func poll(t *testing.T, ex *executor.Executor, ws, worker string, wait time.Duration, mods ...string) []executor.Task {
+	t.Helper()
+	tasks, err := ex.PollTasks(context.Background(), executor.TaskPoll{WorkspaceID: ws, Modules: mods, Max: 10, Wait: wait, WorkerID: worker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
+}
+
+// Two instances with a worker polling each: a task is leased to one of them once, its output
+// lands through the other instance, charged once, and late calls for it answer not held.
+func TestWorkerTaskLeasedOnceCompletedAnywhereChargedOnce(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	a := startTasks(t, env, executor.Config{Worker: "a"})
+	b := startTasks(t, env, executor.Config{Worker: "b"})
+	var wg sync.WaitGroup
+	got := make([][]executor.Task, 2)
+	for i, ex := range []*executor.Executor{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = poll(t, ex, ws, []string{"wa", "wb"}[i], 3*time.Second, "acme.resize")
+		}()
+	}
+	testenv.Eventually(t, 10*time.Second, "both polls to wait", func() bool {
+		return len(a.Workers(ws)) == 1 && len(b.Workers(ws)) == 1
+	})
+	id := submitTask(t, env, ws, "acme.resize", 2, 2000)
+	wg.Wait()
+	if n := len(got[0]) + len(got[1]); n != 1 {
+		t.Fatalf("the task was leased %d times: %+v", n, got)
+	}
+	task := append(got[0], got[1]...)[0]
+	if task.ExecutionID != id || task.Attempt != 1 || task.Module != "acme.resize" || !jsonEqual(task.Input, `{"n":1}`) || task.TaskID == "" {
+		t.Fatalf("task: %+v", task)
+	}
+	caller := executor.TaskCaller{WorkspaceID: ws}
+	if _, err := a.CompleteTask(context.Background(), executor.TaskCaller{WorkspaceID: "other"}, task.TaskID, json.RawMessage(`{}`)); !errors.Is(err, executor.ErrTaskNotFound) {
+		t.Fatalf("another workspace's completion: %v", err)
+	}
+	if _, _, err := b.HeartbeatTask(context.Background(), caller, task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.CompleteTask(context.Background(), caller, task.TaskID, json.RawMessage(`{"ok":true}`))
+	if err != nil || st.Status != execution.StatusCompleted || string(st.Output) != `{"ok":true}` || st.TotalUsage != billing.Credits(2000) {
+		t.Fatalf("completion: %+v %v", st.Record(), err)
+	}
+	if _, err := b.CompleteTask(context.Background(), caller, task.TaskID, json.RawMessage(`{}`)); !errors.Is(err, execution.ErrTaskNotHeld) {
+		t.Fatalf("a second completion: %v", err)
+	}
+	if _, _, err := b.HeartbeatTask(context.Background(), caller, task.TaskID); !errors.Is(err, execution.ErrTaskNotHeld) {
+		t.Fatalf("a heartbeat after completion: %v", err)
+	}
+	bal, err := env.Cmds.Billing.Balance(context.Background(), ws)
+	if err != nil || bal.Total() != billing.FromWhole(8) {
+		t.Fatalf("balance %v (%v), want 8", bal.Total(), err)
+	}
+}
+
+// A lease not renewed is failed with lease_expired, and the next attempt goes to another
+// worker; the first worker's late calls change nothing.
+func TestWorkerTaskLeaseExpiresAndNextAttemptIsLeased(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ex := startTasks(t, env, executor.Config{Worker: "a", TaskLease: 300 * time.Millisecond})
+	id := submitTask(t, env, ws, "acme.resize", 2, 1000)
+	first := poll(t, ex, ws, "w1", 10*time.Second, "acme.resize")
+	if len(first) != 1 || first[0].ExecutionID != id {
+		t.Fatalf("first poll: %+v", first)
+	}
+	second := poll(t, ex, ws, "w2", 10*time.Second, "acme.resize")
+	if len(second) != 1 || second[0].Attempt != 2 || second[0].TaskID == first[0].TaskID {
+		t.Fatalf("after the lease ran out: %+v", second)
+	}
+	caller := executor.TaskCaller{WorkspaceID: ws}
+	if _, err := ex.CompleteTask(context.Background(), caller, first[0].TaskID, json.RawMessage(`{}`)); !errors.Is(err, execution.ErrTaskNotHeld) {
+		t.Fatalf("the expired lease's completion: %v", err)
+	}
+	if _, err := ex.FailTask(context.Background(), caller, second[0].TaskID, &modules.Failure{Code: "bad", Message: "no"}, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := env.Cmds.Executions.Execution(context.Background(), id)
+	if err != nil || st.Status != execution.StatusFailed || !strings.Contains(string(st.Error), `"bad"`) {
+		t.Fatalf("after the final failure: %+v %v", st.Record(), err)
+	}
+	att, err := env.Cmds.Executions.ExecutionAttempts(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(att) != 2 || !strings.Contains(string(att[0].Error), execution.CodeLeaseExpired) || att[0].Worker != "w1" || att[1].Worker != "w2" {
+		t.Fatalf("attempts: %+v", att)
+	}
+}
+
+// A poll sees its own workspace's tasks only, and answers an empty list when its wait ends.
+func TestWorkerPollSeesOwnWorkspaceOnly(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	other := env.Workspace(t, 10)
+	ex := startTasks(t, env, executor.Config{Worker: "a"})
+	submitTask(t, env, ws, "acme.resize", 1, 1000)
+	if got := poll(t, ex, other, "w", 200*time.Millisecond, "acme.resize"); len(got) != 0 {
+		t.Fatalf("another workspace leased %+v", got)
+	}
+	if got := poll(t, ex, ws, "w", 0, "acme.other"); len(got) != 0 {
+		t.Fatalf("another module leased %+v", got)
+	}
+	if got := poll(t, ex, ws, "w", 10*time.Second, "acme.resize"); len(got) != 1 {
+		t.Fatalf("own workspace: %+v", got)
+	}
+}
