@@ -33,6 +33,9 @@ type RoutesConfig struct {
 	// SDKAuth authenticates the SDK endpoints (API key and Ed25519 signature) and rate-limits
 	// them and MCP; nil leaves the SDK and MCP endpoints out.
 	SDKAuth *httpapi.SDKAuth
+	// Tasks is the executor's task board, which the worker protocol's endpoints call (issue
+	// 28); nil leaves them out.
+	Tasks httpapi.TaskBoard
 	// Identity is the OpenID Connect provider; nil leaves out sign-in, the workspace endpoints
 	// and the console.
 	Identity *identity.Provider
@@ -73,6 +76,9 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	if cfg.SDKAuth != nil {
 		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Hub: cfg.Hub, Auth: cfg.SDKAuth,
 			CacheWindow: cfg.CacheWindow, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
+		if cfg.Tasks != nil {
+			(&httpapi.SDKTasks{Tasks: cfg.Tasks, Auth: cfg.SDKAuth}).Mount(srv.V1)
+		}
 		(&httpapi.SDKWorkflows{Cmds: cfg.Cmds, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.
 		(&httpapi.MCP{Cmds: cfg.Cmds, Queries: cfg.Queries, Registry: cfg.Registry, Hub: cfg.Hub, RateLimit: cfg.SDKAuth.Limit, ThrottleUnknown: cfg.SDKAuth.ThrottleUnknown,

@@ -76,7 +76,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 				{Name: "projections", Check: a.engine.Ready},
 			},
 		},
-		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp,
+		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp, Tasks: exec,
 		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
 	})
 	if err != nil {

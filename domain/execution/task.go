@@ -2,7 +2,6 @@ package execution
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +17,8 @@ import (
 
 // ErrTaskNotHeld means the task's attempt is no longer leased to anyone (its lease was
 // expired, it ended, or a later attempt runs): a late heartbeat or outcome changes nothing.
-var ErrTaskNotHeld = errors.New("task lease not held")
+// It is a conflict (409) whose message is safe to show.
+var ErrTaskNotHeld error = &domain.ConflictError{Message: "the task's lease is no longer held: its attempt ended or was expired"}
 
 // CodeLeaseExpired is the error code of an attempt whose worker stopped renewing its lease.
 const CodeLeaseExpired = "lease_expired"
