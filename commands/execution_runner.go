@@ -51,7 +51,7 @@ type FirstRun struct {
 func WithRunner(c *Commands, r Runner) *Commands {
 	wired := *c
 	wired.Executions = &Executions{core: c.core, executionStreams: c.Executions.executionStreams,
-		balanceCheck: c.Executions.balanceCheck, runner: r}
+		balanceCheck: c.Executions.balanceCheck, catalog: c.Executions.catalog, runner: r}
 	return &wired
 }
 

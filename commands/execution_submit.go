@@ -73,7 +73,7 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 			c.Claim.SettleLate(ctx) //nolint:errcheck // the call's own error is the answer
 		}
 	}()
-	s, err := h.newSubmission(c)
+	s, err := h.newSubmission(ctx, c)
 	if err != nil {
 		return execution.State{}, err
 	}
@@ -177,40 +177,41 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 	return state, true, nil
 }
 
-// prepareSubmit checks a submit without I/O and turns it into the domain's command: the
-// module's id (with its price) and the sealed callback. It is where a submit's values are
-// checked (the API only parses their JSON types), before anything is read or appended. Errors
-// are validation errors naming the field.
-func (h *Executions) prepareSubmit(c SubmitExecution) (execution.Submit, error) {
+// prepareSubmit checks a submit and turns it into the domain's command: the module's id (with
+// its price, and a workspace module's transport and deadline) and the sealed callback. It is
+// where a submit's values are checked (the API only parses their JSON types), before anything
+// is appended; its one read is the workspace's module, when the call names one. Errors are
+// validation errors naming the field.
+func (h *Executions) prepareSubmit(ctx context.Context, c SubmitExecution) (execution.Submit, moduleUse, error) {
 	if err := execution.CheckAttempts(c.Attempts); err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, moduleUse{}, err
 	}
 	if err := domain.CheckStorableString("module", c.Module); err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, moduleUse{}, err
 	}
 	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, moduleUse{}, err
 	}
 	if err := domain.CheckStorableJSON("config", c.Config); err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, moduleUse{}, err
 	}
-	if err := h.modules.Validate(c.Module, c.Config, c.Input); err != nil {
-		var ve *modules.ValidationError
-		if errors.As(err, &ve) {
-			return execution.Submit{}, domain.Invalid(ve.Field, "%s", ve.Message)
-		}
-		return execution.Submit{}, err
+	use, err := h.catalog.use(ctx, c.WorkspaceID, c.Module)
+	if err != nil {
+		return execution.Submit{}, use, err
 	}
-	m, _ := h.modules.Get(c.Module)
+	if err := use.validate(c.Config, c.Input); err != nil {
+		return execution.Submit{}, use, err
+	}
 	if err := checkCallback(c.Callback); err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, use, err
 	}
 	cb, err := h.sealCallback(c.Callback)
 	if err != nil {
-		return execution.Submit{}, err
+		return execution.Submit{}, use, err
 	}
 	return execution.Submit{WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID, Module: c.Module, Input: c.Input,
-		Config: c.Config, Attempts: c.Attempts, CostMilli: m.CostMilli(), Callback: cb}, nil
+		Config: c.Config, Attempts: c.Attempts, CostMilli: use.costMilli, Callback: cb,
+		TimeoutMs: use.timeoutMs, Transport: use.transport}, use, nil
 }
 
 // checkCallback checks the callback fields: an absolute https URL without credentials, and

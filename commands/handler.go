@@ -56,6 +56,8 @@ type Commands struct {
 	Workflows *Workflows
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
+	// Modules holds workspace modules: the workspace's own code, run by workers or endpoints.
+	Modules *Modules
 	// Identity holds users, sessions and signing keys.
 	Identity *Identity
 	// Apps holds OAuth apps and the authorizations users give them.
@@ -94,14 +96,17 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 	billing := &Billing{core: c, workspaces: workspaces}
 	streams, changes := &executionStreams{core: c}, &executionChanges{core: c}
 	balances.billing = billing
+	mods := &Modules{core: c, workspaces: workspaces}
+	workflows.catalog = mods
 	return &Commands{
-		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances},
+		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances, catalog: mods},
 		Attempts:   &Attempts{core: c, executionStreams: streams, executionChanges: changes},
 		Charges:    &Charges{core: c},
 		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
 		Billing:    billing,
 		Workflows:  workflows,
 		Workspaces: workspaces,
+		Modules:    mods,
 		Identity:   identity,
 		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},
 		core:       c,

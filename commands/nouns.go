@@ -18,6 +18,8 @@ type Executions struct {
 	*balanceCheck
 	// runner is this process's executor, when it runs one (WithRunner).
 	runner Runner
+	// catalog resolves the module a submit names, built-in or the workspace's own.
+	catalog *Modules
 }
 
 // Attempts claims the attempts of executions and records what they came to: the executor's
@@ -57,6 +59,8 @@ type Billing struct {
 type Workflows struct {
 	*core
 	*balanceCheck
+	// catalog resolves the modules of components, built-in or the workspace's own.
+	catalog *Modules
 }
 
 // Workspaces holds workspaces and their members (workspace.go), access checks (access.go),
@@ -66,6 +70,15 @@ type Workspaces struct {
 	users *Identity
 	// workflows checks that an API key's allowed workflows are the workspace's own.
 	workflows *Workflows
+}
+
+// Modules holds workspace modules (module.go) and resolves the module a submit or a workflow
+// component names, built-in or the workspace's own (module_use.go).
+type Modules struct {
+	*core
+	workspaces *Workspaces
+	// compiled holds each module's compiled schemas (compiledSchemas), by stream.
+	compiled sync.Map
 }
 
 // Identity holds users (user.go), their sessions (session.go) and the provider's signing keys

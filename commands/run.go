@@ -61,7 +61,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
 		return h.startRuns(ctx, c, wf, bound, err)
 	}
-	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.modules, wf.Definition)); err != nil {
+	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return nil, err
 	}
 	planned := plannedRuns(wf.Definition)
@@ -103,13 +103,11 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 	return out, nil
 }
 
-// passCost is what running every module component of d once costs, at mods' prices.
-func passCost(mods *modules.Registry, d workflow.Definition) int64 {
+// passCost is what running every module component of d once costs, at price's prices.
+func passCost(price func(module string) int64, d workflow.Definition) int64 {
 	var total int64
 	for _, c := range d.Components {
-		if m, ok := mods.Get(c.Module); ok {
-			total += m.CostMilli()
-		}
+		total += price(c.Module)
 	}
 	return total
 }
@@ -164,14 +162,16 @@ func (h *Workflows) SubmitStage(ctx context.Context, r *run.State, st run.Stage)
 		return startChild(ctx, h, r, st)
 	}
 	comp := r.Component(st)
-	cost := int64(0)
-	if m, ok := h.modules.Get(comp.Module); ok {
-		cost = m.CostMilli()
+	// A module deleted since the workflow was saved resolves to nothing: the stage's attempts
+	// then fail as a call of an unknown module does.
+	use, err := h.catalog.use(ctx, r.WorkspaceID, comp.Module)
+	if err != nil && !errors.Is(err, domain.ErrInvalid) {
+		return wrap("submit stage "+st.ID, err)
 	}
 	sub := execution.Submit{ExecutionID: st.ExecutionID, WorkspaceID: r.WorkspaceID, APIKeyID: r.APIKeyID,
-		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: cost,
-		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: comp.TimeoutMs}
-	_, err := execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
+		Module: comp.Module, Input: r.StageInput(st), Config: comp.Config, Attempts: comp.Attempts, CostMilli: use.costMilli,
+		RunID: r.ID, StageID: st.ID, Retry: comp.Retry, TimeoutMs: use.stageTimeout(comp.TimeoutMs), Transport: use.transport}
+	_, err = execute(ctx, h, ExecutionStream(st.ExecutionID), executionAgg, func(s execution.State) ([]domain.Event, error) {
 		return execution.DecideSubmit(s, sub, h.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {

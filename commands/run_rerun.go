@@ -10,7 +10,6 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
-	"github.com/switchyard/switchyard/modules"
 )
 
 // RerunRun starts a new run of an ended run's copied definition (run.DecideRerun).
@@ -43,7 +42,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	if err != nil {
 		return TriggeredRun{}, wrap("re-run "+c.RunID, err) // before the balance: a refused re-run is not a 402
 	}
-	if err := h.checkBalance(ctx, orig.WorkspaceID, rerunCost(h.modules, planned[0].(run.Triggered))); err != nil {
+	if err := h.checkBalance(ctx, orig.WorkspaceID, rerunCost(h.catalog.price(ctx, orig.WorkspaceID), planned[0].(run.Triggered))); err != nil {
 		return TriggeredRun{}, err
 	}
 	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
@@ -60,7 +59,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 
 // rerunCost is a trigger's balance check for what a re-run runs: one pass over the module
 // components it does not copy whole (a loop's component counts once, as in passCost).
-func rerunCost(mods *modules.Registry, ev run.Triggered) int64 {
+func rerunCost(price func(module string) int64, ev run.Triggered) int64 {
 	copied := map[string]bool{}
 	for _, r := range ev.Reused {
 		if r.Loop == "" {
@@ -69,5 +68,5 @@ func rerunCost(mods *modules.Registry, ev run.Triggered) int64 {
 	}
 	def := ev.Definition
 	def.Components = slices.DeleteFunc(slices.Clone(def.Components), func(c workflow.Component) bool { return copied[c.ID] })
-	return passCost(mods, def)
+	return passCost(price, def)
 }

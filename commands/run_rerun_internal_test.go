@@ -27,10 +27,20 @@ func TestRerunCostLeavesOutTheCopiedStages(t *testing.T) {
 		{ComponentID: "a", Iteration: run.NoIteration},
 		{ComponentID: "work", Loop: "each", Iteration: 0}, // one iteration copied: the loop still runs
 	}}
-	if got, whole := rerunCost(mods, ev), passCost(mods, def); whole != 3000 || got != 2000 {
+	if got, whole := rerunCost(registryPrice(mods), ev), passCost(registryPrice(mods), def); whole != 3000 || got != 2000 {
 		t.Fatalf("re-run cost %d of a pass of %d, want 2000 of 3000", got, whole)
 	}
 	if len(def.Components) != 5 {
 		t.Fatalf("rerunCost changed the definition: %d components", len(def.Components))
+	}
+}
+
+// registryPrice prices modules at mods' prices, as the catalog does for built-ins.
+func registryPrice(mods *modules.Registry) func(string) int64 {
+	return func(name string) int64 {
+		if m, ok := mods.Get(name); ok {
+			return m.CostMilli()
+		}
+		return 0
 	}
 }

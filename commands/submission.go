@@ -33,12 +33,18 @@ type submission struct {
 	tried  execution.State
 }
 
-// newSubmission checks and prices the call, without I/O (prepareSubmit).
-func (h *Executions) newSubmission(c SubmitExecution) (*submission, error) {
+// newSubmission checks and prices the call (prepareSubmit), reading the workspace's module
+// when it names one.
+func (h *Executions) newSubmission(ctx context.Context, c SubmitExecution) (*submission, error) {
 	start := time.Now()
-	sub, err := h.prepareSubmit(c)
+	sub, use, err := h.prepareSubmit(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	if !use.cacheable {
+		// A workspace module's code may have side effects: an identical call runs again,
+		// unless the module says it may be served from the cache window.
+		c.CacheWindow = 0
 	}
 	return &submission{h: h, c: c, sub: sub, start: start, id: uuid.NewString(), runner: h.localRunner()}, nil
 }

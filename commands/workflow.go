@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -31,20 +30,11 @@ func workflowNameStream(workspaceID, name string) string {
 	return eventstore.StreamName(workflow.NameCategory, hex.EncodeToString(sum[:]))
 }
 
-// checkModule validates a module component's config against the registry.
-func (h *Workflows) checkModule(module string, config json.RawMessage) error {
-	err := h.modules.ValidateConfig(module, config)
-	var ve *modules.ValidationError
-	if errors.As(err, &ve) {
-		return domain.Invalid(ve.Field, "%s", ve.Message)
-	}
-	return err
-}
-
-// prepareDefinition fills a definition's defaults and validates it.
-func (h *Workflows) prepareDefinition(d workflow.Definition) (workflow.Definition, error) {
+// prepareDefinition fills a definition's defaults and validates it, its modules against the
+// built-ins and the workspace's own.
+func (h *Workflows) prepareDefinition(ctx context.Context, workspaceID string, d workflow.Definition) (workflow.Definition, error) {
 	d.Normalize(uuid.NewString)
-	if err := d.Validate(h.checkModule); err != nil {
+	if err := d.Validate(h.catalog.moduleCheck(ctx, workspaceID)); err != nil {
 		return d, err
 	}
 	if err := d.ValidateConditions(checkCondition); err != nil {
@@ -72,7 +62,7 @@ type CreateWorkflow struct {
 // CreateWorkflow validates the definition, reserves its name in the workspace
 // (domain.ErrConflict when taken) and creates the workflow.
 func (h *Workflows) CreateWorkflow(ctx context.Context, c CreateWorkflow) (workflow.State, error) {
-	d, err := h.prepareDefinition(c.Definition)
+	d, err := h.prepareDefinition(ctx, c.WorkspaceID, c.Definition)
 	if err != nil {
 		return workflow.State{}, err
 	}
@@ -130,7 +120,7 @@ func (h *Workflows) UpdateWorkflow(ctx context.Context, workspaceID, id string, 
 	if err != nil {
 		return workflow.State{}, err
 	}
-	d, err := h.prepareDefinition(def)
+	d, err := h.prepareDefinition(ctx, workspaceID, def)
 	if err != nil {
 		return workflow.State{}, err
 	}
@@ -150,7 +140,7 @@ func (h *Workflows) UpdateWorkflow(ctx context.Context, workspaceID, id string, 
 // UpdateComponent applies a partial update to one component (SPEC.md 4.8).
 func (h *Workflows) UpdateComponent(ctx context.Context, workspaceID, id, componentID string, p workflow.ComponentPatch) (workflow.State, error) {
 	return h.changeWorkflow(ctx, workspaceID, id, func(s workflow.State) ([]domain.Event, error) {
-		events, err := workflow.DecideUpdateComponent(s, componentID, p, h.checkModule, h.now())
+		events, err := workflow.DecideUpdateComponent(s, componentID, p, h.catalog.moduleCheck(ctx, workspaceID), h.now())
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil, fmt.Errorf("component %q of workflow %s: %w", componentID, id, err)
 		}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -34,7 +35,7 @@ func TestWorkflowDocExamplesAreValid(t *testing.T) {
 		if err := json.Unmarshal([]byte(b[1]), &d); err != nil {
 			t.Fatalf("example does not parse: %v\n%s", err, b[1])
 		}
-		if _, err := h.Workflows.prepareDefinition(d); err != nil {
+		if _, err := h.Workflows.prepareDefinition(context.Background(), "workspace", d); err != nil {
 			t.Fatalf("example %q is invalid: %v", d.Name, err)
 		}
 		checked++

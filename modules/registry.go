@@ -67,7 +67,7 @@ func (r *Registry) List() []Info {
 func (r *Registry) Validate(name string, config, input json.RawMessage) error {
 	m, ok := r.Get(name)
 	if !ok {
-		return &ValidationError{Field: "module", Message: fmt.Sprintf("unknown module %q", name), cause: ErrUnknownModule}
+		return UnknownModule(name)
 	}
 	return m.Validate(config, input)
 }
@@ -78,9 +78,15 @@ func (r *Registry) Validate(name string, config, input json.RawMessage) error {
 func (r *Registry) ValidateConfig(name string, config json.RawMessage) error {
 	m, ok := r.Get(name)
 	if !ok {
-		return &ValidationError{Field: "module", Message: fmt.Sprintf("unknown module %q", name), cause: ErrUnknownModule}
+		return UnknownModule(name)
 	}
 	return m.ValidateConfig(config)
+}
+
+// UnknownModule is the error of a submit or a workflow component naming a module that does not
+// exist: a *ValidationError on field "module" matching ErrUnknownModule.
+func UnknownModule(name string) *ValidationError {
+	return &ValidationError{Field: "module", Message: fmt.Sprintf("unknown module %q", name), cause: ErrUnknownModule}
 }
 
 // Run runs module name on call, under a deadline of the module's Timeout (or

@@ -35,6 +35,8 @@ type Submit struct {
 	Retry *retry.Policy
 	// TimeoutMs bounds each attempt of a run stage (0, or MinTimeoutMs to MaxTimeoutMs).
 	TimeoutMs int64
+	// Transport is a workspace module's (nil for a built-in): Submitted.Transport.
+	Transport *Transport
 	Runner    string
 }
 
@@ -80,7 +82,7 @@ func DecideSubmit(s State, c Submit, now time.Time) ([]domain.Event, error) {
 	}
 	return []domain.Event{Submitted{ExecutionID: c.ExecutionID, WorkspaceID: c.WorkspaceID, APIKeyID: c.APIKeyID,
 		Module: c.Module, Input: c.Input, Config: c.Config, Attempts: c.Attempts, CostMilli: c.CostMilli,
-		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Retry: c.Retry, TimeoutMs: c.TimeoutMs, Runner: c.Runner, At: now.UTC()}}, nil
+		Callback: c.Callback, CachedFrom: c.CachedFrom, RunID: c.RunID, StageID: c.StageID, Retry: c.Retry, TimeoutMs: c.TimeoutMs, Transport: c.Transport, Runner: c.Runner, At: now.UTC()}}, nil
 }
 
 // checkRetry checks a submit's attempts: 1 to 3 as SPEC.md 4.1 has them, or those of the
