@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/module"
 	"github.com/switchyard/switchyard/modules"
 )
 
@@ -375,8 +376,33 @@ func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string
 	if len(output) == 0 {
 		output = json.RawMessage("null")
 	}
+	if err := e.checkOutput(ctx, st, output); err != nil {
+		return execution.State{}, err
+	}
 	after, err := e.complete(ctx, st, output, billing.Credits(st.CostMilli))
 	return e.taskOutcome(ctx, after, err)
+}
+
+// checkOutput holds output to the module's outputSchema: a 400 naming the field, the task
+// still leased. A module deleted meanwhile lets its tasks in flight finish unchecked.
+func (e *Executor) checkOutput(ctx context.Context, st execution.State, output json.RawMessage) error {
+	m, err := e.cmds.Modules.Get(ctx, st.WorkspaceID, st.Module)
+	if errors.Is(err, module.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	schemas, err := e.cmds.Modules.Schemas(m)
+	if err != nil {
+		return err
+	}
+	err = schemas.ValidateOutput(output)
+	var ve *modules.ValidationError
+	if errors.As(err, &ve) {
+		return domain.Invalid(ve.Field, "%s", ve.Message)
+	}
+	return err
 }
 
 // FailTask records the failure of taskID's attempt: retried while attempts remain and
