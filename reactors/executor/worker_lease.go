@@ -85,6 +85,13 @@ func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
 		}
 		b.mu.Unlock()
 	}()
+	// A poll ends when the executor stops (serve's shutdown), so as not to hold it up.
+	e.mu.Lock()
+	var stopping <-chan struct{}
+	if e.ctx != nil {
+		stopping = e.ctx.Done()
+	}
+	e.mu.Unlock()
 	var deadline <-chan time.Time
 	if p.Wait > 0 {
 		t := time.NewTimer(p.Wait)
@@ -102,6 +109,8 @@ func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
 		case <-deadline:
 			return []Task{}, nil
 		case <-ctx.Done():
+			return []Task{}, nil
+		case <-stopping:
 			return []Task{}, nil
 		}
 	}
