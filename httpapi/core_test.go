@@ -27,6 +27,8 @@ type testCore struct {
 	hub *livehub.Hub
 	log logrus.FieldLogger
 	reg *modules.Registry
+	// sealer seals callback and module secrets; the executor opens module secrets with it.
+	sealer *seal.Sealer
 }
 
 func newTestCore(t testing.TB, withExecutor bool) testCore {
@@ -46,6 +48,7 @@ func newTestCore(t testing.TB, withExecutor bool) testCore {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.sealer = sealer
 	env.Cmds = commands.New(env.Store, commands.WithModules(c.reg), commands.WithSealer(sealer))
 	testenv.Go(t, scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{SweepInterval: 100 * time.Millisecond,
 		SweepGrace: 200 * time.Millisecond, Logger: log}).Run)
@@ -59,7 +62,7 @@ func newTestCore(t testing.TB, withExecutor bool) testCore {
 // c.env.Cmds from now on are handed to it.
 func (c testCore) startExecutor(t testing.TB) {
 	ex := executor.New(c.env.Store, c.env.Cmds, projections.NewQueries(c.env.Pool), c.reg, c.hub, executor.Config{SweepInterval: 100 * time.Millisecond,
-		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: c.log})
+		SweepGrace: 100 * time.Millisecond, DrainTimeout: time.Second, Logger: c.log, Sealer: c.sealer})
 	c.env.Cmds = commands.WithRunner(c.env.Cmds, ex)
 	testenv.Go(t, ex.Run)
 }

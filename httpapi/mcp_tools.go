@@ -13,7 +13,6 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
-	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/web/httperr"
 )
@@ -171,13 +170,16 @@ func pageArguments(args json.RawMessage) (projections.Page, error) {
 	return projections.NewPage(a.Page, a.Limit)
 }
 
-func (m *MCP) listModules(_ context.Context, _ mcpCaller, args json.RawMessage) (any, error) {
+func (m *MCP) listModules(ctx context.Context, caller mcpCaller, args json.RawMessage) (any, error) {
 	p, err := pageArguments(args)
 	if err != nil {
 		return nil, err
 	}
-	all := m.Registry.List()
-	return PageBody[modules.Info]{Data: PageOf(all, p), Total: len(all), Page: p.Page, TotalPages: p.TotalPages(len(all))}, nil
+	list, total, err := listModules(ctx, m.Registry, m.Queries, caller.WorkspaceID, p)
+	if err != nil {
+		return nil, err
+	}
+	return PageBody[ModuleInfo]{Data: list, Total: total, Page: p.Page, TotalPages: p.TotalPages(total)}, nil
 }
 
 func (m *MCP) executeComponent(ctx context.Context, caller mcpCaller, args json.RawMessage) (any, error) {

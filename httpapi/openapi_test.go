@@ -423,6 +423,26 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	resp, body = s.call(t, http.MethodDelete, ws+"/mcp-tokens/"+mcpToken["id"].(string), "", bearer...)
 	conforms(t, spec, resp, body, http.StatusNoContent)
 
+	// Workspace modules (docs/modules.md), registered by the owner's session.
+	module := `{"name":"acme.docs","inputSchema":{"type":"object"},"price":0.5,"transport":{"type":"http","url":"https://example.com/task","secret":"s"}}`
+	resp, body = s.call(t, http.MethodPost, ws+"/modules", module, bearer...)
+	conforms(t, spec, resp, body, http.StatusCreated)
+	resp, body = s.call(t, http.MethodPost, ws+"/modules", module, bearer...)
+	conforms(t, spec, resp, body, http.StatusConflict)
+	resp, body = s.call(t, http.MethodPost, ws+"/modules", `{"name":"core.docs","transport":{"type":"worker"}}`, bearer...)
+	conforms(t, spec, resp, body, http.StatusBadRequest)
+	resp, body = s.call(t, http.MethodGet, ws+"/modules/acme.docs", "", bearer...)
+	conforms(t, spec, resp, body, http.StatusOK)
+	resp, body = s.call(t, http.MethodPut, ws+"/modules/acme.docs", `{"description":"d","transport":{"type":"worker"}}`, bearer...)
+	conforms(t, spec, resp, body, http.StatusOK)
+	s.env.CaughtUp(t, "modules")
+	resp, body = s.call(t, http.MethodGet, ws+"/modules?limit=5", "", bearer...)
+	conforms(t, spec, resp, body, http.StatusOK)
+	resp, body = s.call(t, http.MethodDelete, ws+"/modules/acme.docs", "", bearer...)
+	conforms(t, spec, resp, body, http.StatusNoContent)
+	resp, body = s.call(t, http.MethodGet, ws+"/modules/acme.docs", "", bearer...)
+	conforms(t, spec, resp, body, http.StatusNotFound)
+
 	// Workflows: defined with the session (SPEC.md 4.9), run with the API key (SPEC.md 4.5 to 4.8).
 	def := `{"name":"docs-flow","description":"echo","components":[{"id":"start","module":"ON_API_CALLED","position":[0,0]},` +
 		`{"id":"echo","name":"Echo","module":"core.echo","config":{},"position":[200,0],"attempts":2}],"edges":[{"from":"start","to":"echo"}]}`

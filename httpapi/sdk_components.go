@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/modules"
+	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/livehub"
 )
 
@@ -28,8 +29,10 @@ const maxIdempotencyKey = 255
 type SDKComponents struct {
 	Cmds     *commands.Commands
 	Registry *modules.Registry
-	Hub      *livehub.Hub
-	Auth     *SDKAuth
+	// Queries lists the workspace's own modules after the built-ins.
+	Queries *projections.Queries
+	Hub     *livehub.Hub
+	Auth    *SDKAuth
 	// CacheWindow is SWITCHYARD_CACHE_WINDOW: how long identical calls are free after the first.
 	CacheWindow time.Duration
 	// Heartbeat is SWITCHYARD_SSE_HEARTBEAT: the interval of :ping comments on streams (15s).
@@ -131,8 +134,13 @@ func (s *SDKComponents) listModules(w http.ResponseWriter, r *http.Request) {
 		WriteDomainError(w, r, err)
 		return
 	}
-	all := s.Registry.List()
-	WritePage(w, PageOf(all, p), len(all), p)
+	caller, _ := CallerFrom(r.Context())
+	list, total, err := listModules(r.Context(), s.Registry, s.Queries, caller.WorkspaceID, p)
+	if err != nil {
+		WriteDomainError(w, r, err)
+		return
+	}
+	WritePage(w, list, total, p)
 }
 
 func writeBodyError(w http.ResponseWriter, err error) {

@@ -27,7 +27,7 @@ const (
 // TaskBoard is what the worker protocol's endpoints call: the executor's task board
 // (reactors/executor, worker_tasks.go).
 type TaskBoard interface {
-	PollTasks(ctx context.Context, p executor.TaskPoll) ([]executor.Task, error)
+	PollTasks(ctx context.Context, p executor.TaskPoll) ([]executor.LeasedTask, error)
 	HeartbeatTask(ctx context.Context, c executor.TaskCaller, taskID string) (time.Time, bool, error)
 	CompleteTask(ctx context.Context, c executor.TaskCaller, taskID string, output json.RawMessage) (execution.State, error)
 	FailTask(ctx context.Context, c executor.TaskCaller, taskID string, f *modules.Failure, retryable bool) (execution.State, error)
@@ -96,7 +96,7 @@ func (s *SDKTasks) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tasks == nil {
-		tasks = []executor.Task{}
+		tasks = []executor.LeasedTask{}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 }

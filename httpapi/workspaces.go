@@ -32,15 +32,23 @@ func (s *Workspaces) Mount(v1 *mux.Router) {
 	r.Handle("/api-keys", s.with(access.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
 	s.mountMCPTokens(r)
 	s.mountWorkflows(r)
+	s.mountModules(r)
 }
 
 // with authenticates the bearer, then checks the workspace and scope (commands.Access, by
 // the rules of domain/access) before calling h.
 func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return s.withRights(scope, func(w http.ResponseWriter, r *http.Request, ws string, _ access.Rights) { h(w, r, ws) })
+}
+
+// withRights is with for a handler whose command depends on the caller's rights (only an
+// owner may let a module reach private addresses).
+func (s *Workspaces) withRights(scope string, h func(http.ResponseWriter, *http.Request, string, access.Rights)) http.Handler {
 	return BearerAuth(s.Auth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws := mux.Vars(r)["workspaceId"]
 		p, _ := PrincipalFrom(r.Context())
-		if _, err := s.Cmds.Workspaces.Access(r.Context(), ws, p.Caller(), scope); err != nil {
+		rights, err := s.Cmds.Workspaces.Access(r.Context(), ws, p.Caller(), scope)
+		if err != nil {
 			var se *access.ScopeError
 			if errors.As(err, &se) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard", error="insufficient_scope", scope="`+se.Scope+`"`)
@@ -48,7 +56,7 @@ func (s *Workspaces) with(scope string, h func(http.ResponseWriter, *http.Reques
 			WriteDomainError(w, r, err)
 			return
 		}
-		h(w, r, ws)
+		h(w, r, ws, rights)
 	}))
 }
 

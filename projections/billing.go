@@ -244,5 +244,5 @@ func (q *Queries) Transactions(ctx context.Context, workspaceID string, p Page) 
 // All is every projector of the service, in the order they are migrated.
 func All() []Projector {
 	return []Projector{Users{}, Workspaces{}, Billing{}, Executions{}, APIKeys{}, Webhooks{},
-		Apps{}, Authorizations{}, SigningKeys{}, WorkflowList{}, Runs{}, MCPTokens{}, RunNotify{}}
+		Apps{}, Authorizations{}, SigningKeys{}, WorkflowList{}, Runs{}, MCPTokens{}, RunNotify{}, Modules{}}
 }

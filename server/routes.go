@@ -74,7 +74,7 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	srv := httpapi.NewServer(cfg.Server)
 	log := srv.Logger()
 	if cfg.SDKAuth != nil {
-		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Hub: cfg.Hub, Auth: cfg.SDKAuth,
+		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth,
 			CacheWindow: cfg.CacheWindow, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		if cfg.Tasks != nil {
 			(&httpapi.SDKTasks{Tasks: cfg.Tasks, Auth: cfg.SDKAuth}).Mount(srv.V1)

@@ -51,7 +51,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	}
 	exec := executor.New(a.store, a.cmds, a.queries, a.modules, hub, executor.Config{
 		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout, TaskLease: a.cfg.TaskLease,
-		Registerer: a.registry, Logger: a.log})
+		Registerer: a.registry, Logger: a.log, Sealer: a.sealer, ModuleCAs: a.cfg.WebhookCAs})
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
 	cmds := commands.WithRunner(a.cmds, exec)
 	auth, err := a.sdkAuth(ctx)

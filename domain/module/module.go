@@ -114,8 +114,8 @@ type Module struct {
 	WorkspaceID string
 	Name        string
 	Spec
-	// Version is 1 when registered and grows by one with each update (and each registration
-	// after a delete).
+	// Version is 1 when registered (again, after a delete: a new module) and grows by one
+	// with each update.
 	Version   int
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -125,7 +125,7 @@ type Module struct {
 func (m Module) Evolve(e domain.Event) Module {
 	switch ev := e.(type) {
 	case Registered:
-		m = Module{Exists: true, WorkspaceID: ev.WorkspaceID, Name: ev.Name, Spec: ev.Spec, Version: m.Version + 1,
+		m = Module{Exists: true, WorkspaceID: ev.WorkspaceID, Name: ev.Name, Spec: ev.Spec, Version: 1,
 			CreatedAt: ev.At, UpdatedAt: ev.At}
 	case Updated:
 		m.Spec, m.Version, m.UpdatedAt = ev.Spec, m.Version+1, ev.At

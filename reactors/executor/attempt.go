@@ -26,7 +26,7 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 			e.log.WithField("executionId", st.ID).WithError(err).Error("module infrastructure error")
 			f = &modules.Failure{Code: "internal_error", Message: "the module could not run; the attempt may be retried"}
 		}
-		return e.fail(ctx, st, f, true)
+		return e.fail(ctx, st, f, retryable(err))
 	}
 	return e.complete(ctx, st, out, billing.Credits(st.CostMilli))
 }

@@ -7,6 +7,7 @@ package executor
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
 	"github.com/switchyard/switchyard/reactors/livehub"
+	"github.com/switchyard/switchyard/seal"
 )
 
 // Config configures an Executor.
@@ -65,6 +67,12 @@ type Config struct {
 	Logger logrus.FieldLogger
 	// Now is the clock leases, sweeps and retries are timed by; default time.Now.
 	Now func() time.Time
+	// Sealer opens the secrets HTTP-transport workspace modules sign their tasks with; nil:
+	// such a module's attempts fail (transport_http.go).
+	Sealer *seal.Sealer
+	// ModuleCAs adds trusted CAs for modules' HTTPS URLs (SWITCHYARD_WEBHOOK_CA_FILE's pool);
+	// nil: the system roots.
+	ModuleCAs *x509.CertPool
 }
 
 // Executor claims and runs executions.
@@ -81,6 +89,8 @@ type Executor struct {
 	metrics  metrics
 	// tasks holds the attempts workers lease (worker_tasks.go).
 	tasks *taskBoard
+	// transport posts HTTP-transport modules' attempts (transport_http.go).
+	transport *httpTransport
 
 	mu       sync.Mutex
 	inflight map[string]bool
@@ -148,7 +158,8 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Executor{cmds: cmds, store: store, queries: queries, registry: registry, hub: hub, opts: cfg,
 		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
 		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
-		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}, tasks: newTaskBoard()}
+		transport: newHTTPTransport(cfg.Sealer, cfg.ModuleCAs), tasks: newTaskBoard(),
+		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
 }
 
 // Worker is the name this executor claims under (commands.Runner).
@@ -225,8 +236,8 @@ func (e *Executor) submitted(ctx, runCtx context.Context, ev eventstore.Recorded
 		e.log.WithError(err).WithField("stream", ev.Stream).Warn("cannot decode a submit; a sweep will find it")
 		return
 	}
-	if sub.Runner != "" || sub.Transport != nil {
-		return // its runner has it, or it is a workspace module's (worker_tasks.go); a sweep takes it over if that instance dies
+	if sub.Runner != "" || (sub.Transport != nil && sub.Transport.Type == execution.TransportWorker) {
+		return // its runner has it, or a worker leases it (worker_tasks.go); a sweep takes it over if that instance dies
 	}
 	e.dispatch(ctx, runCtx, work{id: sub.ExecutionID, workspace: sub.WorkspaceID, module: sub.Module})
 }
@@ -398,6 +409,8 @@ func (e *Executor) lease(st execution.State) time.Duration {
 	timeout := modules.DefaultTimeout
 	if m, ok := e.registry.Get(st.Module); ok {
 		timeout = m.Timeout()
+	} else if st.Transport != nil && st.TimeoutMs > 0 {
+		timeout = time.Duration(st.TimeoutMs) * time.Millisecond // a workspace module's own deadline
 	}
 	if st.CachedFrom != "" {
 		timeout *= time.Duration(execution.MaxAttempts)

@@ -30,6 +30,9 @@ func (e *Executor) runModule(ctx context.Context, st execution.State, attempt in
 	}
 	attemptCtx, cancel := attemptDeadline(ctx, st)
 	defer cancel()
+	if st.Transport != nil { // a workspace module: the user's code, over its transport
+		return e.runTransport(attemptCtx, st, attempt)
+	}
 	out, err := run(attemptCtx, st.Module, call)
 	if err != nil {
 		if f, ok := modules.AsFailure(err); ok {

@@ -27,18 +27,11 @@ type TaskPoll struct {
 	WorkerID           string
 }
 
-// Task is an attempt leased to a worker.
-type Task struct {
-	TaskID         string          `json:"taskId"`
-	ExecutionID    string          `json:"executionId"`
-	Module         string          `json:"module"`
-	Input          json.RawMessage `json:"input"`
-	Config         json.RawMessage `json:"config"`
-	Attempt        int             `json:"attempt"`
-	Deadline       time.Time       `json:"deadline"`
-	LeaseExpiresAt time.Time       `json:"leaseExpiresAt"`
-	RunID          string          `json:"runId,omitempty"`
-	StageID        string          `json:"stageId,omitempty"`
+// LeasedTask is an attempt leased to a worker: the task as the HTTP transport posts it, and
+// when its lease runs out unless renewed.
+type LeasedTask struct {
+	Task
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
 }
 
 // taskPoll is a poll waiting on the board.
@@ -62,7 +55,7 @@ func (b *taskBoard) wake(t *boardTask) {
 // PollTasks leases up to p.Max tasks of p's modules to p.WorkerID, waiting up to p.Wait for
 // the first one. It answers as soon as at least one is leased; an empty list when the wait
 // ends (or ctx does). A waiting poll holds no timer but its deadline: the board wakes it.
-func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
+func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]LeasedTask, error) {
 	e.sawWorker(p, 0)
 	wait := &taskPoll{modules: map[string]bool{}, wake: make(chan struct{}, 1)}
 	for _, m := range p.Modules {
@@ -107,18 +100,18 @@ func (e *Executor) PollTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
 		select {
 		case <-wait.wake:
 		case <-deadline:
-			return []Task{}, nil
+			return []LeasedTask{}, nil
 		case <-ctx.Done():
-			return []Task{}, nil
+			return []LeasedTask{}, nil
 		case <-stopping:
-			return []Task{}, nil
+			return []LeasedTask{}, nil
 		}
 	}
 }
 
 // leaseTasks leases what p may take of the board now.
-func (e *Executor) leaseTasks(ctx context.Context, p TaskPoll) ([]Task, error) {
-	var out []Task
+func (e *Executor) leaseTasks(ctx context.Context, p TaskPoll) ([]LeasedTask, error) {
+	var out []LeasedTask
 	if len(p.AllowedWorkflowIDs) > 0 {
 		e.resolveWorkflows(ctx, p)
 	}
@@ -238,7 +231,7 @@ func allowed(ids []string, id string) bool {
 }
 
 // leaseOne leases the task id to p's worker by appending its claim at the revision read.
-func (e *Executor) leaseOne(ctx context.Context, id string, p TaskPoll) (Task, bool, error) {
+func (e *Executor) leaseOne(ctx context.Context, id string, p TaskPoll) (LeasedTask, bool, error) {
 	st, err := e.cmds.Attempts.LeaseTask(ctx, id, p.WorkerID, e.opts.TaskLease)
 	b := e.tasks
 	b.mu.Lock()
@@ -255,28 +248,28 @@ func (e *Executor) leaseOne(ctx context.Context, id string, p TaskPoll) (Task, b
 	case errors.Is(err, execution.ErrNotClaimable), errors.Is(err, domain.ErrNotFound):
 		if st, err = e.cmds.Attempts.Execution(ctx, id); err != nil {
 			e.dropTask(id)
-			return Task{}, false, nil
+			return LeasedTask{}, false, nil
 		}
 	case err != nil:
 		e.requeueTask(id)
-		return Task{}, false, fmt.Errorf("lease task: %w", err)
+		return LeasedTask{}, false, fmt.Errorf("lease task: %w", err)
 	}
 	e.observeTask(ctx, st)
 	if !leased {
-		return Task{}, false, nil
+		return LeasedTask{}, false, nil
 	}
 	return e.taskOf(st), true, nil
 }
 
 // taskOf is the leased attempt of st as a worker sees it.
-func (e *Executor) taskOf(st execution.State) Task {
+func (e *Executor) taskOf(st execution.State) LeasedTask {
 	timeout := modules.DefaultTimeout
 	if st.TimeoutMs > 0 {
 		timeout = time.Duration(st.TimeoutMs) * time.Millisecond
 	}
-	return Task{TaskID: execution.TaskID(st.ID, st.Attempt), ExecutionID: st.ID, Module: st.Module, Input: st.Input,
-		Config: st.Config, Attempt: st.Attempt, Deadline: e.opts.Now().Add(timeout).UTC(), LeaseExpiresAt: st.LeaseUntil,
-		RunID: st.RunID, StageID: st.StageID}
+	return LeasedTask{Task: Task{TaskID: execution.TaskID(st.ID, st.Attempt), ExecutionID: st.ID, Module: st.Module, Input: st.Input,
+		Config: st.Config, Attempt: st.Attempt, Deadline: e.opts.Now().Add(timeout).UTC(), RunID: st.RunID, StageID: st.StageID},
+		LeaseExpiresAt: st.LeaseUntil}
 }
 
 // dropTask forgets a task whose stream cannot be read.

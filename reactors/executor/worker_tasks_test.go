@@ -54,7 +54,7 @@ func submitTask(t *testing.T, env *testenv.Env, ws, module string, attempts int,
 	return id
 }
 
-func poll(t *testing.T, ex *executor.Executor, ws, worker string, wait time.Duration, mods ...string) []executor.Task {
+func poll(t *testing.T, ex *executor.Executor, ws, worker string, wait time.Duration, mods ...string) []executor.LeasedTask {
 	t.Helper()
 	tasks, err := ex.PollTasks(context.Background(), executor.TaskPoll{WorkspaceID: ws, Modules: mods, Max: 10, Wait: wait, WorkerID: worker})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestWorkerTaskLeasedOnceCompletedAnywhereChargedOnce(t *testing.T) {
 	a := startTasks(t, env, executor.Config{Worker: "a"})
 	b := startTasks(t, env, executor.Config{Worker: "b"})
 	var wg sync.WaitGroup
-	got := make([][]executor.Task, 2)
+	got := make([][]executor.LeasedTask, 2)
 	for i, ex := range []*executor.Executor{a, b} {
 		wg.Add(1)
 		go func() {
