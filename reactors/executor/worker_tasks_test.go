@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +166,56 @@ func TestWorkerPollSeesOwnWorkspaceOnly(t *testing.T) {
 	}
 	if got := poll(t, ex, ws, "w", 10*time.Second, "acme.resize"); len(got) != 1 {
 		t.Fatalf("own workspace: %+v", got)
+	}
+}
+
+// countingStore counts the stream reads and appends made through it.
+type countingStore struct {
+	eventstore.Store
+	reads, appends atomic.Int64
+}
+
+func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.RecordedEvent, error) {
+	s.reads.Add(1)
+	return s.Store.ReadStream(ctx, stream, from, max)
+}
+
+func (s *countingStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	s.appends.Add(1)
+	return s.Store.Append(ctx, stream, expected, events...)
+}
+
+// Polls waiting with nothing to lease do nothing: no reads, no appends, until their wait
+// ends (they hold no timer that looks for work; the event that creates a task wakes them).
+func TestIdlePollsReadNothing(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	store := &countingStore{Store: env.Store}
+	cmds := commands.New(store, commands.WithModules(registry(t)))
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ex := executor.New(store, cmds, projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Worker: "a", Logger: quietLog()})
+	testenv.Go(t, ex.Run)
+	testenv.Eventually(t, 30*time.Second, "the executor to take submits", ex.Running)
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := poll(t, ex, ws, fmt.Sprintf("idle-%d", i), 2*time.Second, "acme.idle"); len(got) != 0 {
+				t.Errorf("an idle poll leased %+v", got)
+			}
+		}()
+	}
+	testenv.Eventually(t, 10*time.Second, "every poll to wait", func() bool { return len(ex.Workers(ws)) == n })
+	reads, appends := store.reads.Load(), store.appends.Load()
+	wg.Wait()
+	if r, a := store.reads.Load()-reads, store.appends.Load()-appends; r != 0 || a != 0 {
+		t.Fatalf("%d idle polls made %d reads and %d appends while they waited", n, r, a)
 	}
 }
