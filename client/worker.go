@@ -152,53 +152,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	drainCtx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHandlers()
-	var wg sync.WaitGroup
+	var tasks sync.WaitGroup
+	var pollers sync.WaitGroup
+	var errOnce sync.Once
 	var runErr error
-	for ctx.Err() == nil {
-		// Wait for a free slot, then ask for as many tasks as slots are free.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			continue
-		}
-		free := 1
-		for free < w.cfg.Concurrency {
-			select {
-			case slots <- struct{}{}:
-				free++
-				continue
-			default:
+	pctx, stopPolls := context.WithCancel(ctx)
+	defer stopPolls()
+	// A few polls wait at once, so that a task created while one poll is being answered finds
+	// another waiting for it.
+	for range min(w.cfg.Concurrency, maxPollers) {
+		pollers.Add(1)
+		go func() {
+			defer pollers.Done()
+			if err := w.pollLoop(pctx, drainCtx, slots, &tasks); err != nil {
+				errOnce.Do(func() { runErr = err })
+				stopPolls()
 			}
-			break
-		}
-		tasks, err := w.poll(ctx, free)
-		for range free - len(tasks) {
-			<-slots
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			var apiErr *Error
-			if errors.As(err, &apiErr) && apiErr.StatusCode/100 == 4 && apiErr.StatusCode != http.StatusTooManyRequests {
-				runErr = err
-				break
-			}
-			w.cfg.Logf("switchyard worker: poll: %v", err)
-			pause(ctx, time.Second)
-			continue
-		}
-		for _, t := range tasks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				w.run(drainCtx, t)
-			}()
-		}
+		}()
 	}
+	pollers.Wait()
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { tasks.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(w.cfg.DrainTimeout):
@@ -206,6 +180,56 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-done
 	}
 	return runErr
+}
+
+// maxPollers bounds the polls a worker keeps waiting at once.
+const maxPollers = 4
+
+// pollLoop polls for as many tasks as slots are free and starts each, until ctx ends or a
+// poll is refused for good.
+func (w *Worker) pollLoop(ctx, drainCtx context.Context, slots chan struct{}, tasks *sync.WaitGroup) error {
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		// Each poll asks for its share of the slots, so the others have slots to wait with.
+		free, share := 1, max(1, w.cfg.Concurrency/maxPollers)
+	more:
+		for free < share {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		leased, err := w.poll(ctx, free)
+		for range free - len(leased) {
+			<-slots
+		}
+		for _, t := range leased {
+			tasks.Add(1)
+			go func() {
+				defer tasks.Done()
+				defer func() { <-slots }()
+				w.run(drainCtx, t)
+			}()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var apiErr *Error
+			if errors.As(err, &apiErr) && apiErr.StatusCode/100 == 4 && apiErr.StatusCode != http.StatusTooManyRequests {
+				return err
+			}
+			w.cfg.Logf("switchyard worker: poll: %v", err)
+			pause(ctx, time.Second)
+		}
+	}
+	return nil
 }
 
 func pause(ctx context.Context, d time.Duration) {
