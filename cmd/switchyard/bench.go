@@ -47,7 +47,7 @@ type benchOptions struct {
 func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [submit|wait|idle|e2e|runs|floor]...",
+		Use:   "bench [submit|wait|idle|e2e|runs|worker|floor]...",
 		Short: "Measure the SDK API on this machine: submit throughput, waitForMs latency, end-to-end executions/s",
 		Long: "bench starts the service in this process on a loopback port against DATABASE_URL (it migrates\n" +
 			"the schema and creates a throw-away workspace with credits and an API key), then drives it\n" +
@@ -60,6 +60,11 @@ func newBenchCmd() *cobra.Command {
 			"          triggered and followed on its stream to COMPLETED: --idle runs one at a time\n" +
 			"          (latency percentiles), then --runs runs by --clients callers (runs/s and\n" +
 			"          stages/s, with stages/s over e2e's executions/s when e2e ran before it)\n" +
+			"  worker  a workspace module (bench.echo) run by a worker in a process of its own\n" +
+			"          (switchyard bench-worker, the Go client's Worker): --total executions of it\n" +
+			"          end to end against --total of core.echo in the same run; dispatch (submit\n" +
+			"          accepted until the worker holds the task) at --rate submits/s for --duration;\n" +
+			"          and --idle submits with waitForMs through the worker one at a time\n" +
 			"  floor   the submit phase against the service's SDK authentication alone (key, timestamp,\n" +
 			"          signature, replay guard and rate limit in memory) and a handler that answers\n" +
 			"          CREATED without a database: the least a submit can cost here (needs no database)\n\n" +
@@ -71,7 +76,7 @@ func newBenchCmd() *cobra.Command {
 			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
-		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "floor"},
+		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "worker", "floor"},
 		Args:      cobra.OnlyValidArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -123,6 +128,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	var apps []*app
 	var clients []*client.Client
 	var served []chan error
+	var bases []string
 	var key commands.APIKeyMinted
 	var workspace string
 	for i := range o.instances {
@@ -151,6 +157,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			return err
 		}
 		apps, clients, served = append(apps, a), append(clients, c), append(served, done)
+		bases = append(bases, "http://"+addr)
 	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
@@ -175,9 +182,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			return apps[0].queries.ExecutionCounts(ctx, workspace)
 		}
 		var err error
-		if phase == "runs" {
+		switch phase {
+		case "runs":
 			err = benchRunsPhase(ctx, out, o, apps[0], workspace, clients, e2eRate)
-		} else {
+		case "worker":
+			err = benchWorkerPhase(ctx, out, o, apps[0], workspace, key, bases[0], clients, counts)
+		default:
 			err = benchPhase(ctx, out, o, clients, counts, phase, &e2eRate)
 		}
 		if err != nil {
@@ -431,6 +441,11 @@ func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Durati
 func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *errTally) {
 	req := echo
 	req.WaitForMs = 15000
+	return benchIdleOf(ctx, c, n, req)
+}
+
+// benchIdleOf is benchIdle of req's calls.
+func benchIdleOf(ctx context.Context, c *client.Client, n int, req client.SubmitRequest) ([]time.Duration, *errTally) {
 	var lat []time.Duration
 	errs := &errTally{}
 	for range n {
@@ -450,6 +465,16 @@ func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *
 // (charged before it completes); the last one is then read back over the API. Polling each
 // execution over HTTP one by one would measure the poller rather than the engine.
 func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int, distinct bool) (time.Duration, error) {
+	module := ""
+	if distinct {
+		module = echo.Module
+	}
+	return benchE2EOf(ctx, cs, counts, clients, total, module)
+}
+
+// benchE2EOf is benchE2E of core.echo's identical calls (module "") or of distinct calls of
+// module.
+func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int, module string) (time.Duration, error) {
 	before, err := counts(ctx)
 	if err != nil {
 		return 0, err
@@ -466,8 +491,8 @@ func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, 
 			defer wg.Done()
 			for n := next.Add(1); n <= int64(total); n = next.Add(1) {
 				req := echo
-				if distinct {
-					req.Input = map[string]int64{"n": n}
+				if module != "" {
+					req.Module, req.Input = module, map[string]int64{"n": n}
 				}
 				e, err := c.Submit(ctx, req)
 				if err != nil {

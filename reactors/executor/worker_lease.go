@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
@@ -120,14 +121,30 @@ func (e *Executor) leaseTasks(ctx context.Context, p TaskPoll) ([]LeasedTask, er
 		if len(ids) == 0 {
 			break
 		}
-		for _, id := range ids {
-			t, ok, err := e.leaseOne(ctx, id, p)
-			if err != nil {
+		// The leases go out together: the store commits concurrent appends together.
+		leased := make([]LeasedTask, len(ids))
+		ok := make([]bool, len(ids))
+		errs := make([]error, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				leased[i], ok[i], errs[i] = e.leaseOne(ctx, id, p)
+			}()
+		}
+		wg.Wait()
+		for i := range ids {
+			if ok[i] {
+				out = append(out, leased[i])
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			if len(out) == 0 {
 				return out, err
 			}
-			if ok {
-				out = append(out, t)
-			}
+			e.log.WithError(err).Warn("some leases of a poll failed; the tasks leased are answered")
+			return out, nil
 		}
 	}
 	return out, nil
@@ -304,7 +321,13 @@ func (e *Executor) heldTask(ctx context.Context, workspaceID string, allowedWork
 	if !ok {
 		return execution.State{}, 0, ErrTaskNotFound
 	}
-	st, err := e.cmds.Attempts.Execution(ctx, id)
+	// The state this process recorded last (its poll leased the task, say) spares a read when
+	// it shows the lease held: the outcome's append expects its revision all the same.
+	st, cached := e.cmds.Attempts.CachedExecution(id, 0)
+	var err error
+	if !cached || !st.HoldsTask(attempt) {
+		st, err = e.cmds.Attempts.Execution(ctx, id)
+	}
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && (st.WorkspaceID != workspaceID || !st.WorkerTask() || attempt > max(st.Attempt, 1))) {
 		return execution.State{}, 0, ErrTaskNotFound
 	}
@@ -388,7 +411,7 @@ func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string
 // checkOutput holds output to the module's outputSchema: a 400 naming the field, the task
 // still leased. A module deleted meanwhile lets its tasks in flight finish unchecked.
 func (e *Executor) checkOutput(ctx context.Context, st execution.State, output json.RawMessage) error {
-	m, err := e.cmds.Modules.Get(ctx, st.WorkspaceID, st.Module)
+	m, err := e.taskModule(ctx, st.WorkspaceID, st.Module)
 	if errors.Is(err, module.ErrNotFound) {
 		return nil
 	}
@@ -405,6 +428,35 @@ func (e *Executor) checkOutput(ctx context.Context, st execution.State, output j
 		return domain.Invalid(ve.Field, "%s", ve.Message)
 	}
 	return err
+}
+
+// moduleReuse is how long a module read for an output check serves the next ones: an update
+// of its outputSchema applies to the outputs reported that much later at most.
+const moduleReuse = time.Second
+
+type seenModule struct {
+	m  module.Module
+	at time.Time
+}
+
+// taskModule is the workspace module name, read at most once per moduleReuse.
+func (e *Executor) taskModule(ctx context.Context, workspaceID, name string) (module.Module, error) {
+	key := wsModule{workspaceID, name}
+	b := e.tasks
+	b.mu.Lock()
+	seen, ok := b.modules[key]
+	b.mu.Unlock()
+	if ok && e.opts.Now().Sub(seen.at) < moduleReuse {
+		return seen.m, nil
+	}
+	m, err := e.cmds.Modules.Get(ctx, workspaceID, name)
+	if err != nil {
+		return m, err
+	}
+	b.mu.Lock()
+	b.modules[key] = seenModule{m: m, at: e.opts.Now()}
+	b.mu.Unlock()
+	return m, nil
 }
 
 // FailTask records the failure of taskID's attempt: retried while attempts remain and

@@ -62,11 +62,14 @@ type taskBoard struct {
 	leased  map[wsModule]int
 	polls   map[string]map[*taskPoll]struct{} // by workspace
 	workers map[workerKey]*workerSeen
+	// modules are the workspace modules read for output checks (taskModule).
+	modules map[wsModule]seenModule
 }
 
 func newTaskBoard() *taskBoard {
 	return &taskBoard{tasks: map[string]*boardTask{}, pending: map[wsModule][]string{}, leased: map[wsModule]int{},
-		polls: map[string]map[*taskPoll]struct{}{}, workers: map[workerKey]*workerSeen{}}
+		polls: map[string]map[*taskPoll]struct{}{}, workers: map[workerKey]*workerSeen{},
+		modules: map[wsModule]seenModule{}}
 }
 
 // taskEvents are the execution events the board follows.
@@ -137,7 +140,7 @@ func (e *Executor) taskEvent(ctx context.Context, ev eventstore.RecordedEvent) {
 	default: // Completed, Failed
 		f.rank, f.phase, f.end, f.terminal = 3, phaseGone, true, true
 	}
-	e.applyTaskFact(ctx, id, f, true)
+	e.applyTaskFact(ctx, id, f, true, nil)
 }
 
 // factOf reduces a state this process just recorded to the board's fact.
@@ -159,13 +162,14 @@ func (e *Executor) observeTask(ctx context.Context, st execution.State) {
 		return
 	}
 	e.addTask(st)
-	e.applyTaskFact(ctx, st.ID, factOf(st), false)
+	e.applyTaskFact(ctx, st.ID, factOf(st), false, &st)
 }
 
 // applyTaskFact moves the task to f unless the board knows something later already. A task's
 // end is forgotten only when it comes through the feed (fromLog): no event of its stream that
-// the board follows can come after it.
-func (e *Executor) applyTaskFact(ctx context.Context, id string, f taskFact, fromLog bool) {
+// the board follows can come after it. st, when set, is the state f comes from, handed to the
+// waiters of an ended task as it is.
+func (e *Executor) applyTaskFact(ctx context.Context, id string, f taskFact, fromLog bool, st *execution.State) {
 	b := e.tasks
 	b.mu.Lock()
 	t := b.tasks[id]
@@ -201,15 +205,17 @@ func (e *Executor) applyTaskFact(ctx context.Context, id string, f taskFact, fro
 	}
 	b.mu.Unlock()
 	if len(waiters) > 0 {
-		e.sendEnd(ctx, id, waiters)
+		e.sendEnd(ctx, id, st, waiters)
 	}
 }
 
 // sendEnd hands the ended execution to the submits waiting for it (waitForMs).
-func (e *Executor) sendEnd(ctx context.Context, id string, waiters []chan execution.State) {
-	st, err := e.cmds.Attempts.Execution(context.WithoutCancel(ctx), id)
-	if err != nil {
-		st = execution.State{}
+func (e *Executor) sendEnd(ctx context.Context, id string, known *execution.State, waiters []chan execution.State) {
+	var st execution.State
+	if known != nil && known.Status.Terminal() {
+		st = *known
+	} else if read, err := e.cmds.Attempts.Execution(context.WithoutCancel(ctx), id); err == nil {
+		st = read
 	}
 	for _, ch := range waiters {
 		ch <- st
