@@ -36,6 +36,9 @@ type RoutesConfig struct {
 	// Tasks is the executor's task board, which the worker protocol's endpoints call (issue
 	// 28); nil leaves them out.
 	Tasks httpapi.TaskBoard
+	// Workers lists, for the console's workers page, the workers that polled this process for a
+	// workspace's tasks in the last minute; nil: none.
+	Workers func(workspaceID string) []console.Worker
 	// Identity is the OpenID Connect provider; nil leaves out sign-in, the workspace endpoints
 	// and the console.
 	Identity *identity.Provider
@@ -88,7 +91,7 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	if cfg.Identity != nil {
 		// Identity: the OIDC provider and sign-in at the root; the console's pages beside it.
 		cfg.Identity.Mount(srv.Router, srv.V1)
-		con, err := console.New(console.Config{Cmds: cfg.Cmds, Queries: cfg.Queries, Identity: cfg.Identity, Logger: log})
+		con, err := console.New(console.Config{Cmds: cfg.Cmds, Queries: cfg.Queries, Identity: cfg.Identity, Logger: log, Workers: cfg.Workers})
 		if err != nil {
 			return nil, err
 		}

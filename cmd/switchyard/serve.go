@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/console"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
@@ -77,6 +78,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 			},
 		},
 		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp, Tasks: exec,
+		Workers:     consoleWorkers(exec),
 		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
 	})
 	if err != nil {
@@ -119,4 +121,15 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return hs.Shutdown(sctx)
 	})
 	return g.Wait()
+}
+
+// consoleWorkers is the console's view of the workers exec's task board has seen.
+func consoleWorkers(exec *executor.Executor) func(string) []console.Worker {
+	return func(workspaceID string) []console.Worker {
+		var out []console.Worker
+		for _, w := range exec.Workers(workspaceID) {
+			out = append(out, console.Worker{ID: w.WorkerID, Modules: w.Modules, InFlight: w.InFlight, LastPoll: w.LastPoll})
+		}
+		return out
+	}
 }
