@@ -69,6 +69,9 @@ type WorkerConfig struct {
 	// WorkerID names this worker in the executions' attempts and the console's workers page.
 	// Default host name and process id.
 	WorkerID string
+	// Polls is how many polls wait at once (at most Concurrency), so that a task created
+	// while one poll is being answered finds another waiting. Default 4 (at most Concurrency).
+	Polls int
 	// PollWait is how long one poll waits for a task (at most 30 s). Default 20 s.
 	PollWait time.Duration
 	// HeartbeatInterval is how often a running task's lease is renewed. Default 10 s (a lease
@@ -91,6 +94,10 @@ func (c *WorkerConfig) setDefaults() {
 		host, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
+	if c.Polls <= 0 {
+		c.Polls = 4
+	}
+	c.Polls = min(c.Polls, c.Concurrency)
 	if c.PollWait <= 0 || c.PollWait > 30*time.Second {
 		c.PollWait = 20 * time.Second
 	}
@@ -160,7 +167,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopPolls()
 	// A few polls wait at once, so that a task created while one poll is being answered finds
 	// another waiting for it.
-	for range min(w.cfg.Concurrency, maxPollers) {
+	for range w.cfg.Polls {
 		pollers.Add(1)
 		go func() {
 			defer pollers.Done()
@@ -182,9 +189,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	return runErr
 }
 
-// maxPollers bounds the polls a worker keeps waiting at once.
-const maxPollers = 4
-
 // pollLoop polls for as many tasks as slots are free and starts each, until ctx ends or a
 // poll is refused for good.
 func (w *Worker) pollLoop(ctx, drainCtx context.Context, slots chan struct{}, tasks *sync.WaitGroup) error {
@@ -195,7 +199,7 @@ func (w *Worker) pollLoop(ctx, drainCtx context.Context, slots chan struct{}, ta
 			return nil
 		}
 		// Each poll asks for its share of the slots, so the others have slots to wait with.
-		free, share := 1, max(1, w.cfg.Concurrency/maxPollers)
+		free, share := 1, max(1, w.cfg.Concurrency/w.cfg.Polls)
 	more:
 		for free < share {
 			select {

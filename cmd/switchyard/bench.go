@@ -480,7 +480,7 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 		return 0, err
 	}
 	start := time.Now()
-	var failed atomic.Int64
+	failed := &errTally{}
 	var last atomic.Value
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -496,7 +496,7 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 				}
 				e, err := c.Submit(ctx, req)
 				if err != nil {
-					failed.Add(1)
+					failed.add(err)
 					continue
 				}
 				last.Store(e.ID)
@@ -504,8 +504,8 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 		}()
 	}
 	wg.Wait()
-	if failed.Load() > 0 {
-		return 0, fmt.Errorf("%d submits failed", failed.Load())
+	if failed.n.Load() > 0 {
+		return 0, fmt.Errorf("submits failed: %s", failed)
 	}
 	for {
 		now, err := counts(ctx)
