@@ -105,6 +105,8 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	ws("/billing", "billing", access.ScopeReadBilling, c.billing, get)
 	ws("/connected-apps", "connected", "", c.connectedApps, both)
 	ws("/mcp-tokens", "mcp", access.ScopeWorkspaceAdmin, c.mcpTokens, both)
+	ws("/modules", "modules", access.ScopeWorkspaceAdmin, c.modules, both)
+	ws("/modules/{name}", "modules", access.ScopeWorkspaceAdmin, c.moduleEdit, both)
 	ws("/members", "members", "", c.members, both)
 	ws("/workers", "workers", access.ScopeWorkspaceRead, c.workers, get)
 	root.HandleFunc("/developer/apps", c.page("apps", "", c.devApps)).Methods(both...)

@@ -86,6 +86,8 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{env: env, sealer: sealer}
+	// Module secrets are sealed by the commands (the modules page registers signed modules).
+	env.Cmds = commands.New(env.Store, commands.WithSealer(sealer))
 	// The receiver takes every callback but those to a path ending in /fail.
 	s.hook = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/fail") {

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -11,7 +13,6 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
-	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/module"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -58,12 +59,8 @@ func (b ModuleBody) Command(ws string) (commands.RegisterModule, error) {
 		c.TimeoutMs = *b.TimeoutMs
 	}
 	if b.Price != nil {
-		p, err := billing.ParseCredits(b.Price.String())
+		p, err := module.ParsePrice(b.Price.String())
 		if err != nil {
-			var ve *domain.ValidationError
-			if errors.As(err, &ve) {
-				return c, domain.Invalid("price", "%s", ve.Message)
-			}
 			return c, err
 		}
 		c.Price = &p
@@ -161,4 +158,23 @@ func writeModuleError(w http.ResponseWriter, r *http.Request, name string, err e
 		return
 	}
 	WriteDomainError(w, r, err)
+}
+
+// DecodeModuleBody reads a module's settings as the endpoints take them (for the CLI's
+// --file), refusing unknown fields so a typo is an error rather than a silently ignored
+// setting.
+func DecodeModuleBody(body []byte) (ModuleBody, error) {
+	var b ModuleBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return b, &badBody{jsonProblem(err)}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return b, &badBody{"must be a single JSON object, with nothing after it"}
+	}
+	if err := domain.CheckJSONBody("body", body); err != nil {
+		return b, err
+	}
+	return b, nil
 }

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
@@ -368,6 +370,33 @@ func TestHTTPTransportModule(t *testing.T) {
 		t.Fatalf("balance %v (%v), want 100 - 2 x 2.5", bal.Total(), err)
 	}
 
+	t.Run("concurrency bounds the tasks in flight", func(t *testing.T) {
+		gate := &gatedReceiver{release: make(chan struct{})}
+		slow := httptest.NewServer(gate)
+		t.Cleanup(slow.Close)
+		st, _, raw := s.api(t, http.MethodPost, "/v1/workspaces/"+ws+"/modules", owner, fmt.Sprintf(`{"name": "acme.slow", "price": 0,
+			"concurrency": 1, "transport": {"type": "http", "url": %q, "secret": "s", "allowPrivate": true}}`, slow.URL))
+		wantStatus(t, "register", st, http.StatusCreated, raw)
+		var ids []string
+		for i := range 3 {
+			_, out := s.submit(t, key, fmt.Sprintf(`{"module": "acme.slow", "input": {"n": %d}, "config": {}}`, i))
+			ids = append(ids, out["id"].(string))
+		}
+		// Each task is let go only once it arrived; the next may arrive only then.
+		for i := 1; i <= 3; i++ {
+			testenv.Eventually(t, 30*time.Second, fmt.Sprintf("task %d to arrive", i), func() bool { return gate.arrived() >= i })
+			gate.release <- struct{}{}
+		}
+		for _, id := range ids {
+			if rec := s.execution(t, key, id); rec["status"] != "COMPLETED" {
+				t.Fatalf("bounded call: %v", rec)
+			}
+		}
+		if gate.most() != 1 {
+			t.Fatalf("%d tasks were in flight at once, want at most 1", gate.most())
+		}
+	})
+
 	t.Run("a private address without allowPrivate", func(t *testing.T) {
 		private := httptest.NewTLSServer(rc)
 		t.Cleanup(private.Close)
@@ -446,4 +475,82 @@ func TestWorkflowForEachOverWorkspaceModule(t *testing.T) {
 			t.Fatalf("input %s reached the module %d times", in, n)
 		}
 	}
+}
+
+// gatedReceiver answers each task once the test releases it, and counts how many it held at
+// once.
+type gatedReceiver struct {
+	release        chan struct{}
+	mu             sync.Mutex
+	n, now, record int
+}
+
+func (g *gatedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.n, g.now = g.n+1, g.now+1
+	g.record = max(g.record, g.now)
+	g.mu.Unlock()
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+	}
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+	fmt.Fprint(w, `{"output": {}}`)
+}
+
+func (g *gatedReceiver) arrived() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+func (g *gatedReceiver) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.record
+}
+
+// TestMCPWorkspaceModule: MCP's list_modules shows the workspace's own modules after the
+// built-ins, and execute_component runs one as it runs a built-in.
+func TestMCPWorkspaceModule(t *testing.T) {
+	s := newMCPStack(t, 10000, 10000)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ws := s.env.Workspace(t, 100)
+	rc := &receiver{secret: "mcp-secret"}
+	endpoint := httptest.NewServer(rc)
+	t.Cleanup(endpoint.Close)
+	price := billing.Credits(750)
+	if _, err := s.env.Cmds.Modules.Register(ctx, commands.RegisterModule{WorkspaceID: ws, Name: "acme.double", Price: &price,
+		InputSchema: json.RawMessage(`{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}`),
+		Transport:   commands.ModuleTransport{Type: "http", URL: endpoint.URL, Secret: "mcp-secret", AllowPrivate: true},
+		By:          access.Rights{Role: "owner"}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.env.Cmds.Workspaces.MintMCPToken(ctx, commands.MintMCPToken{WorkspaceID: ws, Label: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.connect(ctx, tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	s.env.CaughtUp(t, "modules")
+	mods := structured(t)(sess.CallTool(ctx, &mcp.CallToolParams{Name: "list_modules", Arguments: map[string]any{"limit": 100}}))
+	data, _ := mods["data"].([]any)
+	last, _ := data[len(data)-1].(map[string]any)
+	if last["name"] != "acme.double" || last["transport"] != "http" || last["cost"] != 0.75 || mods["total"] != float64(len(data)) {
+		t.Fatalf("list_modules: %v", mods)
+	}
+	rec := structured(t)(sess.CallTool(ctx, &mcp.CallToolParams{Name: "execute_component", Arguments: map[string]any{
+		"module": "acme.double", "input": map[string]any{"n": 4}, "config": map[string]any{}, "waitForMs": 15000}}))
+	if out, _ := rec["output"].(map[string]any); rec["status"] != "COMPLETED" || out["doubled"] != float64(8) || rec["totalUsage"] != 0.75 {
+		t.Fatalf("execute_component: %v", rec)
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "execute_component", Arguments: map[string]any{
+		"module": "acme.double", "input": map[string]any{"n": "four"}, "config": map[string]any{}}})
+	wantToolError(t, res, err, "input.n")
 }

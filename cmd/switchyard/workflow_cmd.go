@@ -19,20 +19,29 @@ func newWorkflowCmd() *cobra.Command {
 	return w
 }
 
-// readDefinitionFile reads a definition from a file, or standard input for "-".
-func readDefinitionFile(cmd *cobra.Command, path string) (workflow.Definition, error) {
+// readFileFlag reads --file's file, or standard input for "-", up to limit bytes.
+func readFileFlag(cmd *cobra.Command, path string, limit int64) ([]byte, error) {
 	var r io.Reader = cmd.InOrStdin()
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return workflow.Definition{}, fmt.Errorf("--file: %w", err)
+			return nil, fmt.Errorf("--file: %w", err)
 		}
 		defer f.Close()
 		r = f
 	}
-	body, err := io.ReadAll(io.LimitReader(r, 4<<20))
+	body, err := io.ReadAll(io.LimitReader(r, limit))
 	if err != nil {
-		return workflow.Definition{}, fmt.Errorf("--file: %w", err)
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	return body, nil
+}
+
+// readDefinitionFile reads a definition from a file, or standard input for "-".
+func readDefinitionFile(cmd *cobra.Command, path string) (workflow.Definition, error) {
+	body, err := readFileFlag(cmd, path, 4<<20)
+	if err != nil {
+		return workflow.Definition{}, err
 	}
 	d, err := httpapi.DecodeDefinition(body)
 	if err != nil {

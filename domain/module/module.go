@@ -235,6 +235,16 @@ func Reserved(name string) bool {
 	return false
 }
 
+// ParsePrice reads a price as the API and the console take it: credits with up to three
+// decimals ("2.5"); errors name the field price.
+func ParsePrice(s string) (billing.Credits, error) {
+	p, err := billing.ParseCredits(strings.TrimSpace(s))
+	if ve, ok := err.(*domain.ValidationError); ok {
+		return 0, domain.Invalid("price", "%s", ve.Message)
+	}
+	return p, err
+}
+
 // CheckSecret checks an HTTP transport's secret before it is sealed (the domain never sees it
 // in the clear otherwise).
 func CheckSecret(secret string) error {
