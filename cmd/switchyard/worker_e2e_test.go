@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,40 +12,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/eventstore/postgres"
 )
 
-// registerWorkerModule registers a workspace module with a worker transport in the service's
-// workspace, through the command the module endpoints call.
+// registerWorkerModule registers a workspace module with a worker transport in a workspace of
+// the service, with the admin CLI.
 func registerWorkerModule(t *testing.T, svc *sdkService, workspaceID, name, outputSchema string) {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, capPool(t, svc.cli.dbURL, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := postgres.New(ctx, pool, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	c := commands.RegisterModule{WorkspaceID: workspaceID, Name: name, Transport: commands.ModuleTransport{Type: "worker"}}
+	body := map[string]any{"name": name, "transport": map[string]any{"type": "worker"}}
 	if outputSchema != "" {
-		c.OutputSchema = json.RawMessage(outputSchema)
+		body["outputSchema"] = json.RawMessage(outputSchema)
 	}
-	if _, err := commands.New(store).Modules.Register(ctx, c); err != nil {
-		t.Fatalf("register module %s: %v", name, err)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	path := filepath.Join(t.TempDir(), "module.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc.cli.ok("admin", "module", "register", "--workspace", workspaceID, "--file", path)
 }
 
 // workerProcess is examples/worker running against a service: a worker in a process of its
@@ -333,5 +323,46 @@ func TestWaitForMsThroughAWorker(t *testing.T) {
 	mustStatus(t, r, http.StatusOK, "submit")
 	if m := r.json(t); m["status"] != "COMPLETED" || fmt.Sprint(m["output"]) != "map[echo:map[hi:1]]" {
 		t.Fatalf("waitForMs through a worker: %s", r.body)
+	}
+}
+
+// A workflow whose FOR_EACH body is a workspace module run by a worker completes, each
+// iteration run once by the worker, and a key scoped to the workflow leases its stages.
+func TestForEachOverAWorkerModule(t *testing.T) {
+	const n = 20
+	svc := startSDKService(t, 100)
+	registerWorkerModule(t, svc, svc.key.WorkspaceID, "acme.echo", "")
+	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "each via worker", "components": [
+		{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 5}},
+		{"id": "work", "module": "acme.echo"}],
+	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "work", "mapping": {"n": "item"}}]}`)
+	scoped := svc.newKey(t, svc.key.WorkspaceID, "--allowed-workflow", wf["id"].(string))
+	w := startWorker(t, buildExamples(t), svc.cli.url(""), scoped, "-module", "acme.echo")
+	items := make([]string, n)
+	for i := range items {
+		items[i] = strconv.Itoa(i)
+	}
+	c := svc.caller(t, svc.key)
+	m := pollRun(t, c, c.trigger(t, wf["id"].(string), `{"items": [`+strings.Join(items, ",")+`]}`), 60*time.Second, terminal)
+	if m["status"] != "COMPLETED" || m["totalUsage"] != float64(n) {
+		t.Fatalf("run %v %v", m["status"], m["totalUsage"])
+	}
+	seen := map[float64]bool{}
+	for _, s := range stages(m) {
+		if s["referenceId"] != "work" {
+			continue
+		}
+		out := s["output"].(map[string]any)["echo"].(map[string]any)
+		if s["status"] != "COMPLETED" || seen[out["n"].(float64)] {
+			t.Fatalf("iteration stage %v", s)
+		}
+		seen[out["n"].(float64)] = true
+		if got := w.printed("started " + fmt.Sprint(s["executionEventId"])); got != 1 {
+			t.Fatalf("stage %v ran %d times", s["id"], got)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d iterations completed, want %d", len(seen), n)
 	}
 }
