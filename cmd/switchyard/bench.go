@@ -408,11 +408,30 @@ func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Durati
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := &errTally{}
+	req := echo
+	req.WaitForMs = 15000
+	openLoop(ctx, cs, rate, d, func(c *client.Client) {
+		start := time.Now()
+		e, err := c.Submit(ctx, req)
+		took := time.Since(start)
+		if err := notCompleted(e, err); err != nil {
+			errs.add(err)
+			return
+		}
+		mu.Lock()
+		lat = append(lat, took)
+		mu.Unlock()
+	})
+	slices.Sort(lat)
+	return lat, errs
+}
+
+// openLoop calls call at rate for d, each call in a goroutine of its own (a slow answer does
+// not delay the next), spreading them over cs, and returns once every call has.
+func openLoop(ctx context.Context, cs []*client.Client, rate int, d time.Duration, call func(c *client.Client)) {
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
 	defer tick.Stop()
-	req := echo
-	req.WaitForMs = 15000
 	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; <-tick.C {
 		c := cs[n%len(cs)]
@@ -420,21 +439,10 @@ func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
-			e, err := c.Submit(ctx, req)
-			took := time.Since(start)
-			if err := notCompleted(e, err); err != nil {
-				errs.add(err)
-				return
-			}
-			mu.Lock()
-			lat = append(lat, took)
-			mu.Unlock()
+			call(c)
 		}()
 	}
 	wg.Wait()
-	slices.Sort(lat)
-	return lat, errs
 }
 
 // benchIdle sends n submits with waitForMs one after the other and returns their latencies.

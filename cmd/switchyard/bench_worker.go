@@ -191,27 +191,16 @@ func benchDispatch(ctx context.Context, cs []*client.Client, w *benchWorkerProc,
 	var mu sync.Mutex
 	accepted := map[string]time.Time{}
 	errs := &errTally{}
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
-	defer tick.Stop()
-	n := 0
-	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; <-tick.C {
-		c := cs[n%len(cs)]
-		n++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e, err := c.Submit(ctx, client.SubmitRequest{Module: benchWorkerModule, Input: map[string]string{"k": uuid.NewString()}})
-			if err != nil {
-				errs.add(err)
-				return
-			}
-			mu.Lock()
-			accepted[e.ID] = e.CreatedAt
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	openLoop(ctx, cs, rate, d, func(c *client.Client) {
+		e, err := c.Submit(ctx, client.SubmitRequest{Module: benchWorkerModule, Input: map[string]string{"k": uuid.NewString()}})
+		if err != nil {
+			errs.add(err)
+			return
+		}
+		mu.Lock()
+		accepted[e.ID] = e.CreatedAt
+		mu.Unlock()
+	})
 	var lat []time.Duration
 	deadline := time.Now().Add(30 * time.Second)
 	for id, at := range accepted {

@@ -18,26 +18,14 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
-	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/executor"
-	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/testenv"
 )
 
 // startTasks runs an executor as a serve process would and returns it, for its task board.
 func startTasks(t *testing.T, env *testenv.Env, opts executor.Config) *executor.Executor {
 	t.Helper()
-	cmds := commands.New(env.Store, commands.WithModules(registry(t)))
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	opts.SweepInterval, opts.SweepGrace, opts.Logger = 100*time.Millisecond, 200*time.Millisecond, quietLog()
-	ex := executor.New(env.Store, cmds, projections.NewQueries(env.Pool), registry(t), hub, opts)
-	testenv.Go(t, ex.Run)
-	testenv.Eventually(t, 30*time.Second, "the executor to take submits", ex.Running)
+	_, ex, _ := runInstance(t, env, env.Store, registry(t), opts)
 	return ex
 }
 
@@ -191,16 +179,7 @@ func TestIdlePollsReadNothing(t *testing.T) {
 	env := testenv.New(t)
 	ws := env.Workspace(t, 10)
 	store := &countingStore{Store: env.Store}
-	cmds := commands.New(store, commands.WithModules(registry(t)))
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ex := executor.New(store, cmds, projections.NewQueries(env.Pool), registry(t), hub, executor.Config{Worker: "a", Logger: quietLog()})
-	testenv.Go(t, ex.Run)
-	testenv.Eventually(t, 30*time.Second, "the executor to take submits", ex.Running)
+	_, ex, _ := runInstance(t, env, store, registry(t), executor.Config{Worker: "a"})
 	const n = 200
 	var wg sync.WaitGroup
 	for i := range n {
