@@ -257,6 +257,9 @@ func (b *taskBoard) setPhase(t *boardTask, phase taskPhase) {
 		if b.leased[key] <= 0 {
 			delete(b.leased, key)
 		}
+		if t.concurrency > 0 && len(b.pending[key]) > 0 {
+			b.wake(t) // a slot of the module's concurrency is free for a waiting task
+		}
 	}
 	if t.timer != nil && phase != phaseLeased && phase != phaseWaiting {
 		t.timer.Stop()

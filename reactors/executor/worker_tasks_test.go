@@ -33,10 +33,16 @@ func startTasks(t *testing.T, env *testenv.Env, opts executor.Config) *executor.
 // as the submit of a registered module records it.
 func submitTask(t *testing.T, env *testenv.Env, ws, module string, attempts int, costMilli int64) string {
 	t.Helper()
+	return submitTaskOf(t, env, ws, module, attempts, costMilli, execution.Transport{Type: execution.TransportWorker})
+}
+
+// submitTaskOf is submitTask with the module's transport as given.
+func submitTaskOf(t *testing.T, env *testenv.Env, ws, module string, attempts int, costMilli int64, tr execution.Transport) string {
+	t.Helper()
 	id := uuid.NewString()
 	raw, _ := json.Marshal(execution.Submitted{ExecutionID: id, WorkspaceID: ws, Module: module,
 		Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: attempts, CostMilli: costMilli,
-		Transport: &execution.Transport{Type: execution.TransportWorker}, At: time.Now().UTC()})
+		Transport: &tr, At: time.Now().UTC()})
 	if _, err := env.Store.Append(context.Background(), commands.ExecutionStream(id), eventstore.NoStream(),
 		eventstore.EventData{ID: uuid.New(), Type: execution.Submitted{}.EventType(), Data: raw}); err != nil {
 		t.Fatal(err)
@@ -196,5 +202,32 @@ func TestIdlePollsReadNothing(t *testing.T) {
 	wg.Wait()
 	if r, a := store.reads.Load()-reads, store.appends.Load()-appends; r != 0 || a != 0 {
 		t.Fatalf("%d idle polls made %d reads and %d appends while they waited", n, r, a)
+	}
+}
+
+// A module's concurrency bounds its tasks leased at once in the workspace.
+func TestWorkerTasksRespectTheModulesConcurrency(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ex := startTasks(t, env, executor.Config{Worker: "a"})
+	tr := execution.Transport{Type: execution.TransportWorker, Concurrency: 1}
+	first := submitTaskOf(t, env, ws, "acme.one", 1, 1000, tr)
+	testenv.Eventually(t, 10*time.Second, "the first task to be leased", func() bool {
+		return len(poll(t, ex, ws, "w1", 0, "acme.one")) == 1
+	})
+	second := submitTaskOf(t, env, ws, "acme.one", 1, 1000, tr)
+	if got := poll(t, ex, ws, "w2", 300*time.Millisecond, "acme.one"); len(got) != 0 {
+		t.Fatalf("a second task leased beside the first with concurrency 1: %+v", got)
+	}
+	// A poll waiting while the module is at its bound is woken when a slot frees.
+	waiting := make(chan []executor.LeasedTask, 1)
+	go func() { waiting <- poll(t, ex, ws, "w3", 20*time.Second, "acme.one") }()
+	testenv.Eventually(t, 10*time.Second, "the poll to wait", func() bool { return len(ex.Workers(ws)) == 3 })
+	if _, err := ex.CompleteTask(context.Background(), executor.TaskCaller{WorkspaceID: ws}, execution.TaskID(first, 1), json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := <-waiting
+	if len(got) != 1 || got[0].ExecutionID != second {
+		t.Fatalf("after the first ended: %+v", got)
 	}
 }
