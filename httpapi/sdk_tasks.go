@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -90,7 +95,27 @@ func (s *SDKTasks) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.WorkspaceID, p.AllowedWorkflowIDs = caller.WorkspaceID, caller.AllowedWorkflowIDs
+	wait := p.Wait
+	p.Wait = 0
 	tasks, err := s.Tasks.PollTasks(r.Context(), p)
+	if err != nil || len(tasks) > 0 || wait <= 0 {
+		answerPoll(w, r, tasks, err)
+		return
+	}
+	p.Wait = wait
+	// An HTTP/1 poll that waits takes its connection over, as an idle SSE stream does: it is
+	// then two small goroutines (the wait, and a reader that notices the client leaving)
+	// instead of the server's connection goroutine with the request's stack and buffers.
+	if conn, ok := hijack(w); ok {
+		go waitPoll(conn, w.Header().Clone(), r, s.Tasks, p)
+		return
+	}
+	tasks, err = s.Tasks.PollTasks(r.Context(), p)
+	answerPoll(w, r, tasks, err)
+}
+
+// answerPoll writes a poll's answer: the tasks leased (none is an empty list) or the error.
+func answerPoll(w http.ResponseWriter, r *http.Request, tasks []executor.LeasedTask, err error) {
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return
@@ -100,6 +125,51 @@ func (s *SDKTasks) poll(w http.ResponseWriter, r *http.Request) {
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 }
+
+// waitPoll waits out p on a taken-over connection and writes the answer on it, then closes
+// it; the client's leaving ends the wait.
+func waitPoll(conn net.Conn, header http.Header, r *http.Request, board TaskBoard, p executor.TaskPoll) {
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	go func() {
+		defer cancel()
+		var buf [64]byte
+		for {
+			if _, err := conn.Read(buf[:]); err != nil {
+				return
+			}
+		}
+	}()
+	tasks, err := board.PollTasks(ctx, p)
+	if ctx.Err() != nil && len(tasks) == 0 {
+		return // the client left
+	}
+	rec := &bufferedResponse{header: header, status: http.StatusOK}
+	answerPoll(rec, r, tasks, err)
+	rec.header.Set("Connection", "close")
+	rec.header.Set("Content-Length", strconv.Itoa(rec.body.Len()))
+	var head strings.Builder
+	fmt.Fprintf(&head, "HTTP/1.1 %d %s\r\n", rec.status, http.StatusText(rec.status))
+	_ = rec.header.Write(&head)
+	head.WriteString("\r\n")
+	out := connWriter{conn}
+	if out.write(append([]byte(head.String()), rec.body.Bytes()...)) != nil && len(tasks) > 0 {
+		LoggerFrom(r.Context()).WithField("tasks", len(tasks)).Warn("a poll's answer did not reach its worker; its leases run out")
+	}
+}
+
+// bufferedResponse is an http.ResponseWriter that keeps the answer, for a taken-over
+// connection to write whole.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
 
 // parsePoll reads a poll's fields, naming the field of a bad one.
 func parsePoll(fields map[string]json.RawMessage) (executor.TaskPoll, error) {
