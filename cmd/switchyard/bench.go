@@ -38,6 +38,8 @@ type benchOptions struct {
 	idle      int
 	// runs is how many workflow runs the runs phase's --clients callers complete.
 	runs int
+	// idlePolls is how many waiting polls the worker phase holds open to weigh them.
+	idlePolls int
 	// cacheWindow is the service's cache window: 0, the default here, so that every call runs
 	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
 	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
@@ -105,6 +107,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
 	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle, and runs one at a time for runs")
 	cmd.Flags().IntVar(&o.runs, "runs", 1000, "workflow runs for runs' --clients callers")
+	cmd.Flags().IntVar(&o.idlePolls, "idle-polls", 1000, "polls the worker phase holds open, waiting, to weigh them")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")

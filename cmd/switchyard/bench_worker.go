@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,12 +41,16 @@ const (
 // bench module's input, printing "held ID UNIXNANO" as it receives each task, so the bench can
 // time dispatch (submit accepted until the worker holds the task).
 func newBenchWorkerCmd() *cobra.Command {
-	return &cobra.Command{
+	var idle int
+	cmd := &cobra.Command{
 		Use:    "bench-worker",
 		Short:  "The worker process of `switchyard bench worker` (internal)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if idle > 0 {
+				return holdIdlePolls(cmd.Context(), cmd.OutOrStdout(), idle)
+			}
 			c, err := client.New(os.Getenv(envBenchWorkerURL), os.Getenv(envBenchWorkerKey), os.Getenv(envBenchWorkerSecret), client.WithRetries(0))
 			if err != nil {
 				return err
@@ -68,6 +76,97 @@ func newBenchWorkerCmd() *cobra.Command {
 			return w.Run(ctx)
 		},
 	}
+	cmd.Flags().IntVar(&idle, "idle-polls", 0, "hold this many polls open for a module with no tasks instead of working")
+	return cmd
+}
+
+// benchIdleModule is a module nobody submits: polls for it wait their whole waitMs.
+const benchIdleModule = "bench.idle"
+
+// holdIdlePolls sends n signed polls for benchIdleModule, each on a connection of its own,
+// waiting 30 s, and exits when they have all been answered.
+func holdIdlePolls(ctx context.Context, out io.Writer, n int) error {
+	key, err := client.ParseSecret(os.Getenv(envBenchWorkerSecret))
+	if err != nil {
+		return err
+	}
+	base, apiKey := os.Getenv(envBenchWorkerURL), os.Getenv(envBenchWorkerKey)
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableKeepAlives: true}}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Appendf(nil, `{"modules":[%q],"waitMs":30000,"workerId":"idle-%d"}`, benchIdleModule, i)
+			path := fmt.Sprintf("/v1/sdk/tasks/poll?nonce=%d-%s", i, uuid.NewString()[:8])
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			ts := strconv.FormatInt(time.Now().Unix(), 10)
+			req.Header.Set("X-Api-Key", apiKey)
+			req.Header.Set("X-Sdk-Timestamp", ts)
+			req.Header.Set("X-Sdk-Signature", client.Sign(key, http.MethodPost, path, ts, body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := hc.Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failed.Add(1)
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	fmt.Fprintln(out, "ready")
+	wg.Wait()
+	if failed.Load() > 0 {
+		return fmt.Errorf("%d idle polls failed", failed.Load())
+	}
+	return nil
+}
+
+// benchIdlePolls measures what n polls waiting with nothing to lease cost the service (this
+// process): heap and stacks per poll, and goroutines, while a child process holds them open.
+func benchIdlePolls(ctx context.Context, out io.Writer, base string, key commands.APIKeyMinted, n int) error {
+	before := memNow()
+	goroutines := runtime.NumGoroutine()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, self, "bench-worker", "--idle-polls", strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), envBenchWorkerURL+"="+base, envBenchWorkerKey+"="+key.APIKey, envBenchWorkerSecret+"="+key.APISecret)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for runtime.NumGoroutine() < goroutines+2*n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("idle polls: %d of %d goroutines after a minute", runtime.NumGoroutine()-goroutines, 2*n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	after := memNow()
+	fmt.Fprintf(out, "worker idle polls: %d polls waiting: %.1f KiB each (heap %.1f KiB, stacks %.1f KiB), %.1f goroutines each\n", n,
+		float64(after.total()-before.total())/float64(n)/1024, float64(after.heap-before.heap)/float64(n)/1024,
+		float64(after.stack-before.stack)/float64(n)/1024, float64(runtime.NumGoroutine()-goroutines)/float64(n))
+	return nil
+}
+
+type memFigures struct{ heap, stack int64 }
+
+func (m memFigures) total() int64 { return m.heap + m.stack }
+
+// memNow is the live heap and the stacks in use, after a collection.
+func memNow() memFigures {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memFigures{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse)}
 }
 
 // benchWorkerProc is the running worker process and when it held each execution's task.
@@ -169,6 +268,9 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	fmt.Fprintf(out, "worker e2e: %d executions of %s through a worker process: %.0f executions/s; core.echo in the same run %.0f/s; ratio %.2f\n",
 		o.total, benchWorkerModule, rw, rb, rw/rb)
 	if err := benchDrain(ctx, a, workspace); err != nil {
+		return err
+	}
+	if err := benchIdlePolls(ctx, out, base, key, o.idlePolls); err != nil {
 		return err
 	}
 	lat, errs := benchDispatch(ctx, cs, w, o.rate, o.duration)
