@@ -161,6 +161,16 @@ func (e *Executor) observeTask(ctx context.Context, st execution.State) {
 	if !st.WorkerTask() {
 		return
 	}
+	if st.Status.Terminal() {
+		// An ended task the board does not know (forgotten when its end came through the
+		// feed) stays unknown: nothing would forget it again.
+		e.tasks.mu.Lock()
+		_, known := e.tasks.tasks[st.ID]
+		e.tasks.mu.Unlock()
+		if !known {
+			return
+		}
+	}
 	e.addTask(st)
 	e.applyTaskFact(ctx, st.ID, factOf(st), false, &st)
 }
