@@ -92,13 +92,18 @@ func (h *Modules) moduleCheck(ctx context.Context, workspaceID string) func(stri
 }
 
 // price is what one call of name costs in the workspace (0 when it cannot be resolved): for
-// the advisory balance check of a trigger.
+// the advisory balance check of a trigger. Each module is read once per check.
 func (h *Modules) price(ctx context.Context, workspaceID string) func(string) int64 {
+	prices := map[string]int64{}
 	return func(name string) int64 {
+		if p, ok := prices[name]; ok {
+			return p
+		}
 		u, err := h.use(ctx, workspaceID, name)
 		if err != nil {
-			return 0
+			u.costMilli = 0
 		}
+		prices[name] = u.costMilli
 		return u.costMilli
 	}
 }

@@ -397,6 +397,43 @@ func TestHTTPTransportModule(t *testing.T) {
 		}
 	})
 
+	t.Run("an output its schema refuses", func(t *testing.T) {
+		st, _, raw := s.api(t, http.MethodPost, "/v1/workspaces/"+ws+"/modules", owner, fmt.Sprintf(`{"name": "acme.strict",
+			"outputSchema": {"type": "object", "required": ["missing"]},
+			"transport": {"type": "http", "url": %q, "secret": "task-secret", "allowPrivate": true}}`, endpoint.URL))
+		wantStatus(t, "register", st, http.StatusCreated, raw)
+		_, out := s.submit(t, key, `{"module": "acme.strict", "input": {"n": 1}, "config": {}, "attempts": 3}`)
+		id := out["id"].(string)
+		rec := s.execution(t, key, id)
+		errBody, _ := rec["error"].(map[string]any)
+		if rec["status"] != "FAILED" || errBody["code"] != "invalid_output" || !strings.Contains(fmt.Sprint(errBody["message"]), "output.missing") ||
+			rec["totalUsage"] != 0.0 || rc.hits(id) != 1 {
+			t.Fatalf("an output breaking the schema: %v (%d tasks)", rec, rc.hits(id))
+		}
+	})
+
+	t.Run("a task in flight finishes after its module is deleted", func(t *testing.T) {
+		gate := &gatedReceiver{release: make(chan struct{})}
+		slow := httptest.NewServer(gate)
+		t.Cleanup(slow.Close)
+		st, _, raw := s.api(t, http.MethodPost, "/v1/workspaces/"+ws+"/modules", owner, fmt.Sprintf(`{"name": "acme.going", "price": 0.5,
+			"transport": {"type": "http", "url": %q, "secret": "s", "allowPrivate": true}}`, slow.URL))
+		wantStatus(t, "register", st, http.StatusCreated, raw)
+		_, out := s.submit(t, key, `{"module": "acme.going", "input": {}, "config": {}}`)
+		testenv.Eventually(t, 30*time.Second, "the task to arrive", func() bool { return gate.arrived() == 1 })
+		st, _, raw = s.api(t, http.MethodDelete, "/v1/workspaces/"+ws+"/modules/acme.going", owner, "")
+		wantStatus(t, "delete", st, http.StatusNoContent, raw)
+		gate.release <- struct{}{}
+		// Completed and charged as submitted.
+		if rec := s.execution(t, key, out["id"].(string)); rec["status"] != "COMPLETED" || rec["totalUsage"] != 0.5 {
+			t.Fatalf("the task in flight: %v", rec)
+		}
+		code, refused := s.submit(t, key, `{"module": "acme.going", "input": {}, "config": {}}`)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(refused["message"]), "unknown module") {
+			t.Fatalf("a submit after the delete: %d %v", code, refused)
+		}
+	})
+
 	t.Run("a private address without allowPrivate", func(t *testing.T) {
 		private := httptest.NewTLSServer(rc)
 		t.Cleanup(private.Close)
@@ -474,6 +511,33 @@ func TestWorkflowForEachOverWorkspaceModule(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("input %s reached the module %d times", in, n)
 		}
+	}
+	rc.mu.Unlock()
+
+	// Deleted after the workflow was saved: the run fails at the module's first stage, at
+	// once (no retries of a module that is gone), and nothing reaches the endpoint.
+	st, _, raw = s.api(t, http.MethodDelete, "/v1/workspaces/"+ws+"/modules/acme.double", owner, "")
+	wantStatus(t, "delete", st, http.StatusNoContent, raw)
+	_, body = s.do(t, key, http.MethodPost, "/v1/sdk/workflows/"+wf["id"].(string), `{"items": [1]}`)
+	if err := json.Unmarshal(body, &runs); err != nil || len(runs) != 1 {
+		t.Fatalf("trigger: %s", body)
+	}
+	testenv.Eventually(t, 60*time.Second, "the run ends", func() bool {
+		_, body := s.do(t, key, http.MethodGet, "/v1/sdk/workflows/executions/"+runs[0].RunID, "")
+		run = nil
+		_ = json.Unmarshal(body, &run)
+		return run["status"] == "COMPLETED" || run["status"] == "FAILED"
+	})
+	stages, _ := run["runStages"].([]any)
+	failed := ""
+	for _, st := range stages {
+		if e, _ := st.(map[string]any)["error"].(map[string]any); e != nil {
+			failed = fmt.Sprint(e["code"])
+		}
+	}
+	rc.mu.Lock()
+	if run["status"] != "FAILED" || failed != "unknown_module" || len(rc.tasks) != 7 {
+		t.Fatalf("a run of a deleted module: %v (%d tasks)", run, len(rc.tasks))
 	}
 }
 

@@ -127,11 +127,14 @@ type ModuleTransport struct {
 
 // ModuleView is m as the API shows it (a single GET folds the stream; lists read the table).
 func ModuleView(m module.Module) ModuleRow {
-	return ModuleRow{WorkspaceID: m.WorkspaceID, Name: m.Name, Description: m.Description,
+	t := m.Transport
+	return ModuleRow{
+		WorkspaceID: m.WorkspaceID, Name: m.Name, Description: m.Description,
 		InputSchema: nullIfEmpty(m.InputSchema), ConfigSchema: nullIfEmpty(m.ConfigSchema), OutputSchema: nullIfEmpty(m.OutputSchema),
 		TimeoutMs: m.TimeoutMs, Price: m.Price, Cacheable: m.Cacheable, Concurrency: m.Concurrency,
-		Transport: ModuleTransport{Type: m.Transport.Type, URL: m.Transport.URL, AllowPrivate: m.Transport.AllowPrivate, Signed: m.Signed()},
-		Version:   m.Version, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		Transport: ModuleTransport{Type: t.Type, URL: t.URL, AllowPrivate: t.AllowPrivate, Signed: m.Signed()},
+		Version:   m.Version, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+	}
 }
 
 func nullIfEmpty(doc json.RawMessage) json.RawMessage {

@@ -33,6 +33,9 @@ func (e *Executor) runModule(ctx context.Context, st execution.State, attempt in
 	if st.Transport != nil { // a workspace module: the user's code, over its transport
 		return e.runTransport(attemptCtx, st, attempt)
 	}
+	if _, ok := e.registry.Get(st.Module); !ok {
+		return nil, unknownModule(st) // transport_http.go
+	}
 	out, err := run(attemptCtx, st.Module, call)
 	if err != nil {
 		if f, ok := modules.AsFailure(err); ok {

@@ -37,7 +37,18 @@ const (
 
 // Failure codes of the HTTP transport, besides the registry's (timeout, blocked_address,
 // network_error, http_status, invalid_output, response_too_large).
-const codeModuleUnavailable = "module_unavailable"
+const (
+	codeModuleUnavailable = "module_unavailable"
+	// codeUnknownModule fails a workflow stage whose workspace module was deleted after the
+	// workflow was saved: no attempt could find it.
+	codeUnknownModule = "unknown_module"
+)
+
+// unknownModule is the final failure of a call naming a module that is neither a built-in
+// nor carries a workspace module's transport.
+func unknownModule(st execution.State) error {
+	return final(modules.Fail(codeUnknownModule, "module %s does not exist (was it deleted after the workflow was saved?)", st.Module))
+}
 
 // Task is the body of an attempt posted to a module's URL.
 type Task struct {
@@ -94,6 +105,13 @@ func (e *Executor) runTransport(ctx context.Context, st execution.State, attempt
 	if st.Transport.Type != execution.TransportHTTP {
 		// Worker tasks are leased by workers' polls, not run here.
 		return nil, modules.Infrastructure(fmt.Errorf("executor: transport %q is not run by the executor", st.Transport.Type))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Every workspace module's submit records its timeoutMs; this bounds the request all
+		// the same should one come without.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(module.DefaultTimeoutMs)*time.Millisecond)
+		defer cancel()
 	}
 	schemas, err := e.moduleSchemas(ctx, st)
 	if err != nil {
@@ -214,10 +232,7 @@ func (t *httpTransport) post(ctx context.Context, st execution.State, attempt in
 
 // request builds the signed POST of the attempt. The opened secret lives only in this request.
 func (t *httpTransport) request(ctx context.Context, st execution.State, attempt int) (*http.Request, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(time.Duration(module.DefaultTimeoutMs) * time.Millisecond)
-	}
+	deadline, _ := ctx.Deadline() // runTransport gives every attempt one
 	taskID := st.ID + ":" + strconv.Itoa(attempt)
 	body, err := json.Marshal(Task{TaskID: taskID, ExecutionID: st.ID, Module: st.Module, Input: orEmpty(st.Input),
 		Config: orEmpty(st.Config), Attempt: attempt, Deadline: deadline.UTC(), RunID: st.RunID, StageID: st.StageID})
