@@ -33,6 +33,7 @@ const (
 // (reactors/executor, worker_tasks.go).
 type TaskBoard interface {
 	PollTasks(ctx context.Context, p executor.TaskPoll) ([]executor.LeasedTask, error)
+	WaitTasks(ctx context.Context, p executor.TaskPoll, answer func([]executor.LeasedTask, error))
 	HeartbeatTask(ctx context.Context, c executor.TaskCaller, taskID string) (time.Time, bool, error)
 	CompleteTask(ctx context.Context, c executor.TaskCaller, taskID string, output json.RawMessage) (execution.State, error)
 	FailTask(ctx context.Context, c executor.TaskCaller, taskID string, f *modules.Failure, retryable bool) (execution.State, error)
@@ -104,8 +105,9 @@ func (s *SDKTasks) poll(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Wait = wait
 	// An HTTP/1 poll that waits takes its connection over, as an idle SSE stream does: it is
-	// then two small goroutines (the wait, and a reader that notices the client leaving)
-	// instead of the server's connection goroutine with the request's stack and buffers.
+	// then one small goroutine (a reader that notices the client leaving) and an entry on the
+	// task board, instead of the server's connection goroutine with the request's stack and
+	// buffers.
 	if conn, ok := hijack(w); ok {
 		go waitPoll(conn, w.Header().Clone(), r, s.Tasks, p)
 		return
@@ -126,25 +128,28 @@ func answerPoll(w http.ResponseWriter, r *http.Request, tasks []executor.LeasedT
 	WriteJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 }
 
-// waitPoll waits out p on a taken-over connection and writes the answer on it, then closes
-// it; the client's leaving ends the wait.
+// waitPoll waits out p on a taken-over connection, reading it to notice the client leaving,
+// which ends the wait; the board's answer is written on it, and it is closed.
 func waitPoll(conn net.Conn, header http.Header, r *http.Request, board TaskBoard, p executor.TaskPoll) {
-	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	go func() {
-		defer cancel()
-		var buf [64]byte
-		for {
-			if _, err := conn.Read(buf[:]); err != nil {
-				return
-			}
+	board.WaitTasks(ctx, p, func(tasks []executor.LeasedTask, err error) {
+		defer conn.Close()
+		if ctx.Err() != nil && len(tasks) == 0 {
+			return // the client left
 		}
-	}()
-	tasks, err := board.PollTasks(ctx, p)
-	if ctx.Err() != nil && len(tasks) == 0 {
-		return // the client left
+		writePollAnswer(conn, header, r, tasks, err)
+	})
+	defer cancel()
+	var buf [64]byte
+	for {
+		if _, err := conn.Read(buf[:]); err != nil {
+			return // the client left, or the answer was written and the connection closed
+		}
 	}
+}
+
+// writePollAnswer writes a poll's answer whole on a taken-over connection.
+func writePollAnswer(conn net.Conn, header http.Header, r *http.Request, tasks []executor.LeasedTask, err error) {
 	rec := &bufferedResponse{header: header, status: http.StatusOK}
 	answerPoll(rec, r, tasks, err)
 	rec.header.Set("Connection", "close")

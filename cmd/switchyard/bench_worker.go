@@ -144,9 +144,9 @@ func benchIdlePolls(ctx context.Context, out io.Writer, base string, key command
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
-	for runtime.NumGoroutine() < goroutines+2*n {
+	for runtime.NumGoroutine() < goroutines+n {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("idle polls: %d of %d goroutines after a minute", runtime.NumGoroutine()-goroutines, 2*n)
+			return fmt.Errorf("idle polls: %d of %d goroutines after a minute", runtime.NumGoroutine()-goroutines, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -39,17 +39,153 @@ type LeasedTask struct {
 type taskPoll struct {
 	modules map[string]bool
 	wake    chan struct{}
+	// fire, when set, is called instead of a send on wake (WaitTasks); it must not block.
+	fire func()
 }
 
 // wake tells the polls that wait for t's module that it may be leased; b.mu is held.
 func (b *taskBoard) wake(t *boardTask) {
 	for p := range b.polls[t.workspace] {
-		if p.modules[t.module] {
-			select {
-			case p.wake <- struct{}{}:
-			default:
-			}
+		if !p.modules[t.module] {
+			continue
 		}
+		if p.fire != nil {
+			p.fire()
+			continue
+		}
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// register puts a waiting poll on the board; the function returned takes it off.
+func (b *taskBoard) register(workspaceID string, p *taskPoll) func() {
+	b.mu.Lock()
+	set := b.polls[workspaceID]
+	if set == nil {
+		set = map[*taskPoll]struct{}{}
+		b.polls[workspaceID] = set
+	}
+	set[p] = struct{}{}
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		delete(b.polls[workspaceID], p)
+		if len(b.polls[workspaceID]) == 0 {
+			delete(b.polls, workspaceID)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// WaitTasks is PollTasks for a caller that keeps no goroutine waiting: answer is called once,
+// from a goroutine of the board's, with the tasks leased, or with none once p.Wait passes, ctx
+// ends or the executor stops. A waiting poll is then a board entry and a timer; a goroutine
+// runs only while it leases.
+func (e *Executor) WaitTasks(ctx context.Context, p TaskPoll, answer func([]LeasedTask, error)) {
+	e.sawWorker(p, 0)
+	w := &asyncPoll{e: e, ctx: ctx, p: p, answer: answer}
+	tp := &taskPoll{modules: map[string]bool{}, fire: w.fire}
+	for _, m := range p.Modules {
+		tp.modules[m] = true
+	}
+	// Everything cleanUp needs is set before the poll can be woken or expired.
+	e.mu.Lock()
+	runCtx := e.ctx
+	e.mu.Unlock()
+	w.mu.Lock()
+	w.unregister = e.tasks.register(p.WorkspaceID, tp)
+	w.timer = time.AfterFunc(p.Wait, w.expire)
+	w.stopCtx = context.AfterFunc(ctx, w.expire)
+	if runCtx != nil {
+		w.stopRun = context.AfterFunc(runCtx, w.expire)
+	}
+	w.mu.Unlock()
+	w.fire() // a task that came between the caller's first look and the registration
+}
+
+// asyncPoll is a WaitTasks under way.
+type asyncPoll struct {
+	e      *Executor
+	ctx    context.Context
+	p      TaskPoll
+	answer func([]LeasedTask, error)
+
+	mu                        sync.Mutex
+	running, again, done, end bool
+	unregister                func()
+	timer                     *time.Timer
+	stopCtx, stopRun          func() bool
+}
+
+// fire leases in a goroutine of its own, once at a time; a wake-up meanwhile runs it again.
+func (w *asyncPoll) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	if w.running {
+		w.again = true
+		return
+	}
+	w.running = true
+	go w.lease()
+}
+
+func (w *asyncPoll) lease() {
+	for {
+		tasks, err := w.e.leaseTasks(w.ctx, w.p)
+		w.mu.Lock()
+		if len(tasks) > 0 || err != nil || w.end {
+			w.done = true
+			w.mu.Unlock()
+			w.cleanUp()
+			w.e.sawWorker(w.p, len(tasks))
+			if tasks == nil {
+				tasks = []LeasedTask{}
+			}
+			w.answer(tasks, err)
+			return
+		}
+		if !w.again {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.again = false
+		w.mu.Unlock()
+	}
+}
+
+// expire ends the wait: at once when no lease is under way, else once it is done.
+func (w *asyncPoll) expire() {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	w.end = true
+	if w.running {
+		w.mu.Unlock()
+		return // the lease under way answers
+	}
+	w.done = true
+	w.mu.Unlock()
+	w.cleanUp()
+	w.answer([]LeasedTask{}, nil)
+}
+
+// cleanUp takes the ended poll off the board, outside w.mu: the board calls fire, which takes
+// w.mu, with its own lock held.
+func (w *asyncPoll) cleanUp() {
+	w.unregister()
+	w.timer.Stop()
+	w.stopCtx()
+	if w.stopRun != nil {
+		w.stopRun()
 	}
 }
 

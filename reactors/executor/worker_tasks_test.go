@@ -231,3 +231,41 @@ func TestWorkerTasksRespectTheModulesConcurrency(t *testing.T) {
 		t.Fatalf("after the first ended: %+v", got)
 	}
 }
+
+// WaitTasks answers once: with the task that woke it, or with none when its wait or its
+// context ends.
+func TestWaitTasksAnswersOnce(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ex := startTasks(t, env, executor.Config{Worker: "a"})
+	wait := func(ctx context.Context, d time.Duration) chan []executor.LeasedTask {
+		answers := make(chan []executor.LeasedTask, 2)
+		ex.WaitTasks(ctx, executor.TaskPoll{WorkspaceID: ws, Modules: []string{"acme.async"}, Max: 5, Wait: d, WorkerID: "w"},
+			func(tasks []executor.LeasedTask, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				answers <- tasks
+			})
+		return answers
+	}
+	woken := wait(context.Background(), 30*time.Second)
+	id := submitTask(t, env, ws, "acme.async", 1, 1000)
+	if got := <-woken; len(got) != 1 || got[0].ExecutionID != id {
+		t.Fatalf("woken: %+v", got)
+	}
+	if got := <-wait(context.Background(), 50*time.Millisecond); len(got) != 0 {
+		t.Fatalf("expired: %+v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	left := wait(ctx, time.Minute)
+	cancel()
+	if got := <-left; len(got) != 0 {
+		t.Fatalf("after the caller left: %+v", got)
+	}
+	select {
+	case extra := <-woken:
+		t.Fatalf("a second answer: %+v", extra)
+	default:
+	}
+}
