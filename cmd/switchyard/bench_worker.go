@@ -143,12 +143,21 @@ func benchIdlePolls(ctx context.Context, out io.Writer, base string, key command
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// The polls wait once there are as many goroutines more as polls and the count has held
+	// still for half a second (requests still being read add connection goroutines).
 	deadline := time.Now().Add(60 * time.Second)
-	for runtime.NumGoroutine() < goroutines+n {
+	for last, still := 0, 0; still < 5; {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("idle polls: %d of %d goroutines after a minute", runtime.NumGoroutine()-goroutines, n)
+			return fmt.Errorf("idle polls: %d goroutines for %d polls after a minute", runtime.NumGoroutine()-goroutines, n)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		now := runtime.NumGoroutine()
+		if now >= goroutines+n && now == last {
+			still++
+		} else {
+			still = 0
+		}
+		last = now
 	}
 	after := memNow()
 	fmt.Fprintf(out, "worker idle polls: %d polls waiting: %.1f KiB each (heap %.1f KiB, stacks %.1f KiB), %.1f goroutines each\n", n,
