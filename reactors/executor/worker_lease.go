@@ -452,16 +452,17 @@ var ErrTaskNotFound = fmt.Errorf("task: %w", domain.ErrNotFound)
 // heldTask reads the execution of taskID for workspace: not found unless it is a worker task
 // of the workspace (and of a workflow a scoped key allows), execution.ErrTaskNotHeld unless
 // its attempt is leased now.
-func (e *Executor) heldTask(ctx context.Context, workspaceID string, allowedWorkflows []string, taskID string) (execution.State, int, error) {
+func (e *Executor) heldTask(ctx context.Context, workspaceID string, allowedWorkflows []string, taskID string, fresh bool) (execution.State, int, error) {
 	id, attempt, ok := execution.ParseTaskID(taskID)
 	if !ok {
 		return execution.State{}, 0, ErrTaskNotFound
 	}
 	// The state this process recorded last (its poll leased the task, say) spares a read when
-	// it shows the lease held: the outcome's append expects its revision all the same.
+	// it shows the lease held: the append expects its revision all the same. A completion reads
+	// afresh: its charge is made even when the completion then finds the lease lost.
 	st, cached := e.cmds.Attempts.CachedExecution(id, 0)
 	var err error
-	if !cached || !st.HoldsTask(attempt) {
+	if fresh || !cached || !st.HoldsTask(attempt) {
 		st, err = e.cmds.Attempts.Execution(ctx, id)
 	}
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && (st.WorkspaceID != workspaceID || !st.WorkerTask() || attempt > max(st.Attempt, 1))) {
@@ -506,7 +507,7 @@ type TaskCaller struct {
 
 // HeartbeatTask renews the lease of taskID and reports whether its run was cancelled.
 func (e *Executor) HeartbeatTask(ctx context.Context, c TaskCaller, taskID string) (time.Time, bool, error) {
-	st, attempt, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	st, attempt, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, false)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -530,7 +531,7 @@ func (e *Executor) HeartbeatTask(ctx context.Context, c TaskCaller, taskID strin
 // module's price once per successful execution, in the commit of the completion when it can
 // be. An output the store cannot hold fails the attempt (output_unstorable), as a built-in's.
 func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string, output json.RawMessage) (execution.State, error) {
-	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, true)
 	if err != nil {
 		return execution.State{}, err
 	}
@@ -598,7 +599,7 @@ func (e *Executor) taskModule(ctx context.Context, workspaceID, name string) (mo
 // FailTask records the failure of taskID's attempt: retried while attempts remain and
 // retryable is true (a stage's retry policy decides as for built-ins), else final.
 func (e *Executor) FailTask(ctx context.Context, c TaskCaller, taskID string, f *modules.Failure, retryable bool) (execution.State, error) {
-	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID)
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, false)
 	if err != nil {
 		return execution.State{}, err
 	}
