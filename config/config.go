@@ -83,6 +83,7 @@ type Config struct {
 	WebhookCAFile       string
 	WebhookCAs          *x509.CertPool // nil unless WebhookCAFile is set: system roots plus the file's certificates
 	SSEHeartbeat        time.Duration
+	TaskLease           time.Duration // how long a worker's lease of a task lasts unrenewed
 	MaxBodyBytes        int64
 	ShutdownTimeout     time.Duration
 	ReadTimeout         time.Duration
@@ -144,6 +145,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.WebhookAllowPrivate = l.boolean(EnvWebhookAllowPrivate)
 	c.WebhookCAFile, c.WebhookCAs = l.caFile(EnvWebhookCAFile)
 	c.SSEHeartbeat = l.duration(EnvSSEHeartbeat, false)
+	c.TaskLease = l.duration(EnvTaskLease, false)
 	c.MaxBodyBytes = l.size(EnvMaxBodyBytes)
 	c.ShutdownTimeout = l.duration(EnvShutdownTimeout, false)
 	c.ReadTimeout = l.duration(EnvReadTimeout, false)
@@ -225,6 +227,7 @@ func (c Config) LogFields() logrus.Fields {
 		"maxStreamsPerKey":    c.MaxStreamsPerKey,
 		"webhookAllowPrivate": c.WebhookAllowPrivate,
 		"sseHeartbeat":        c.SSEHeartbeat.String(),
+		"taskLease":           c.TaskLease.String(),
 		"maxBodyBytes":        c.MaxBodyBytes,
 		"shutdownTimeout":     c.ShutdownTimeout.String(),
 		"readTimeout":         c.ReadTimeout.String(),

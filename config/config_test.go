@@ -61,6 +61,7 @@ func TestDefaults(t *testing.T) {
 		RateBurst:           100,
 		MaxStreamsPerKey:    100,
 		SSEHeartbeat:        15 * time.Second,
+		TaskLease:           30 * time.Second,
 		MaxBodyBytes:        1 << 20,
 		ShutdownTimeout:     30 * time.Second,
 		ReadTimeout:         30 * time.Second,

@@ -36,6 +36,7 @@ const (
 	EnvWebhookAllowPrivate = "SWITCHYARD_WEBHOOK_ALLOW_PRIVATE"
 	EnvWebhookCAFile       = "SWITCHYARD_WEBHOOK_CA_FILE"
 	EnvSSEHeartbeat        = "SWITCHYARD_SSE_HEARTBEAT"
+	EnvTaskLease           = "SWITCHYARD_TASK_LEASE"
 	EnvMaxBodyBytes        = "SWITCHYARD_MAX_BODY_BYTES"
 	EnvShutdownTimeout     = "SWITCHYARD_SHUTDOWN_TIMEOUT"
 	EnvReadTimeout         = "SWITCHYARD_READ_TIMEOUT"
@@ -82,6 +83,8 @@ var Vars = []Var{
 		"PEM file of extra CA certificates trusted for webhook HTTPS, in addition to the system roots."},
 	{EnvSSEHeartbeat, "15s",
 		"Interval of keep-alive comments on server-sent-event streams (Go duration)."},
+	{EnvTaskLease, "30s",
+		"How long a worker's lease of a task (an attempt of a workspace module with a worker transport) lasts unless a heartbeat renews it; an attempt whose lease runs out fails with lease_expired (Go duration)."},
 	{EnvMaxBodyBytes, "1MiB",
 		"Largest request body accepted, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB)."},
 	{EnvShutdownTimeout, "30s",

@@ -35,6 +35,9 @@ type Config struct {
 	Logger logrus.FieldLogger
 	// Now is the clock the pages show times against; default time.Now.
 	Now func() time.Time
+	// Workers lists the workers that polled for a workspace's tasks in the last minute, as the
+	// instance serving the page saw them (the executor's task board); nil: none are known.
+	Workers func(workspaceID string) []Worker
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +110,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	ws("/modules", "modules", access.ScopeWorkspaceAdmin, c.modules, both)
 	ws("/modules/{name}", "modules", access.ScopeWorkspaceAdmin, c.moduleEdit, both)
 	ws("/members", "members", "", c.members, both)
+	ws("/workers", "workers", access.ScopeWorkspaceRead, c.workers, get)
 	root.HandleFunc("/developer/apps", c.page("apps", "", c.devApps)).Methods(both...)
 	root.HandleFunc("/developer/apps/{clientId}", c.page("apps", "", c.devApp)).Methods(both...)
 	root.HandleFunc("/review", c.page("review", "", c.review)).Methods(both...)

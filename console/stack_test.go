@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/console"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
@@ -53,6 +55,8 @@ type stack struct {
 	runID, slowRunID         string
 	slowWorkflowID           string
 	executionID              string
+	// workers is what the workers page is told of the workers seen.
+	workers atomic.Pointer[[]console.Worker]
 }
 
 type person struct{ ID, Email string }
@@ -113,7 +117,12 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
-		Registry: reg, Hub: hub, Identity: idp})
+		Registry: reg, Hub: hub, Identity: idp, Workers: func(string) []console.Worker {
+			if w := s.workers.Load(); w != nil {
+				return *w
+			}
+			return nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/internal/openapitest"
+	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/seal"
 	"github.com/switchyard/switchyard/server"
 	"github.com/switchyard/switchyard/testenv"
@@ -86,7 +87,7 @@ func newAPIStack(t testing.TB) *apiStack {
 	// The service's own routes (httpapi.Routes, as serve builds them), so the walk below
 	// checks every route serve has.
 	routes, err := server.Routes(server.RoutesConfig{Server: httpapi.ServerConfig{Logger: log}, Cmds: env.Cmds, Queries: env.Queries,
-		Registry: reg, Hub: hub, SDKAuth: auth, Identity: idp})
+		Registry: reg, Hub: hub, SDKAuth: auth, Identity: idp, Tasks: executor.New(env.Store, env.Cmds, env.Queries, reg, hub, executor.Config{Logger: log})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ func executionEvents(t *testing.T, rng *rand.Rand, n int, existing, unknown stri
 		steps := rng.IntN(5)
 		for attempt := 1; attempt <= steps; attempt++ {
 			evs = append(evs, execution.Started{ExecutionID: id, Attempt: attempt, Worker: "w", LeaseUntil: tick().Add(time.Minute), At: tick()})
+			if rng.IntN(3) == 0 { // a worker's heartbeat
+				evs = append(evs, execution.LeaseExtended{ExecutionID: id, Attempt: attempt, LeaseUntil: tick().Add(time.Minute), At: tick()})
+			}
 			switch r := rng.IntN(4); {
 			case r == 0 && attempt < steps:
 				evs = append(evs, execution.AttemptFailed{ExecutionID: id, Attempt: attempt, Error: json.RawMessage(`{"code":"x"}`), RetryAt: tick().Add(time.Second), At: tick()})

@@ -23,7 +23,7 @@ func (Executions) Tables() []string { return []string{"executions"} }
 // Filter implements Projector.
 func (Executions) Filter() eventstore.Filter {
 	return eventstore.Filter{Types: typesOf(execution.Submitted{}, execution.Started{}, execution.AttemptFailed{},
-		execution.Completed{}, execution.Failed{})}
+		execution.Completed{}, execution.Failed{}, execution.LeaseExtended{})}
 }
 
 // Migrate implements Projector.
@@ -65,6 +65,8 @@ func (Executions) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent
 	case execution.Started:
 		tx.Exec(`UPDATE executions SET status = 'RUNNING', attempt = $2, lease_until = $3, retry_at = NULL, updated_at = $4 WHERE id = $1`,
 			e.ExecutionID, e.Attempt, e.LeaseUntil, e.At)
+	case execution.LeaseExtended:
+		tx.Exec(`UPDATE executions SET lease_until = $2, updated_at = $3 WHERE id = $1`, e.ExecutionID, e.LeaseUntil, e.At)
 	case execution.AttemptFailed:
 		tx.Exec(`UPDATE executions SET lease_until = NULL, retry_at = $2, error = $3, updated_at = $4 WHERE id = $1`,
 			e.ExecutionID, e.RetryAt, string(e.Error), e.At)

@@ -45,6 +45,10 @@ func (c *execChange) apply(e any) {
 		lease := e.LeaseUntil
 		c.setLease, c.lease = true, &lease
 		c.setRetry, c.retry = true, nil
+	case execution.LeaseExtended:
+		c.set(e.At)
+		lease := e.LeaseUntil
+		c.setLease, c.lease = true, &lease
 	case execution.AttemptFailed:
 		c.set(e.At)
 		retry, body := e.RetryAt, string(e.Error)
@@ -111,6 +115,8 @@ func executionIDOf(e any) string {
 	case execution.Started:
 		return e.ExecutionID
 	case execution.AttemptFailed:
+		return e.ExecutionID
+	case execution.LeaseExtended:
 		return e.ExecutionID
 	case execution.Completed:
 		return e.ExecutionID

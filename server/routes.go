@@ -33,6 +33,12 @@ type RoutesConfig struct {
 	// SDKAuth authenticates the SDK endpoints (API key and Ed25519 signature) and rate-limits
 	// them and MCP; nil leaves the SDK and MCP endpoints out.
 	SDKAuth *httpapi.SDKAuth
+	// Tasks is the executor's task board, which the worker protocol's endpoints call (issue
+	// 28); nil leaves them out.
+	Tasks httpapi.TaskBoard
+	// Workers lists, for the console's workers page, the workers that polled this process for a
+	// workspace's tasks in the last minute; nil: none.
+	Workers func(workspaceID string) []console.Worker
 	// Identity is the OpenID Connect provider; nil leaves out sign-in, the workspace endpoints
 	// and the console.
 	Identity *identity.Provider
@@ -73,6 +79,9 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	if cfg.SDKAuth != nil {
 		(&httpapi.SDKComponents{Cmds: cfg.Cmds, Registry: cfg.Registry, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth,
 			CacheWindow: cfg.CacheWindow, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
+		if cfg.Tasks != nil {
+			(&httpapi.SDKTasks{Tasks: cfg.Tasks, Auth: cfg.SDKAuth}).Mount(srv.V1)
+		}
 		(&httpapi.SDKWorkflows{Cmds: cfg.Cmds, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.
 		(&httpapi.MCP{Cmds: cfg.Cmds, Queries: cfg.Queries, Registry: cfg.Registry, Hub: cfg.Hub, RateLimit: cfg.SDKAuth.Limit, ThrottleUnknown: cfg.SDKAuth.ThrottleUnknown,
@@ -82,7 +91,7 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 	if cfg.Identity != nil {
 		// Identity: the OIDC provider and sign-in at the root; the console's pages beside it.
 		cfg.Identity.Mount(srv.Router, srv.V1)
-		con, err := console.New(console.Config{Cmds: cfg.Cmds, Queries: cfg.Queries, Identity: cfg.Identity, Logger: log})
+		con, err := console.New(console.Config{Cmds: cfg.Cmds, Queries: cfg.Queries, Identity: cfg.Identity, Logger: log, Workers: cfg.Workers})
 		if err != nil {
 			return nil, err
 		}

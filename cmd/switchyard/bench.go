@@ -38,6 +38,8 @@ type benchOptions struct {
 	idle      int
 	// runs is how many workflow runs the runs phase's --clients callers complete.
 	runs int
+	// idlePolls is how many waiting polls the worker phase holds open to weigh them.
+	idlePolls int
 	// cacheWindow is the service's cache window: 0, the default here, so that every call runs
 	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
 	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
@@ -50,7 +52,7 @@ type benchOptions struct {
 func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [submit|wait|idle|e2e|runs|floor]...",
+		Use:   "bench [submit|wait|idle|e2e|runs|worker|floor]...",
 		Short: "Measure the SDK API on this machine: submit throughput, waitForMs latency, end-to-end executions/s",
 		Long: "bench starts the service in this process on a loopback port against DATABASE_URL (it migrates\n" +
 			"the schema and creates a throw-away workspace with credits and an API key), then drives it\n" +
@@ -63,6 +65,11 @@ func newBenchCmd() *cobra.Command {
 			"          triggered and followed on its stream to COMPLETED: --idle runs one at a time\n" +
 			"          (latency percentiles), then --runs runs by --clients callers (runs/s and\n" +
 			"          stages/s, with stages/s over e2e's executions/s when e2e ran before it)\n" +
+			"  worker  a workspace module (bench.echo) run by a worker in a process of its own\n" +
+			"          (switchyard bench-worker, the Go client's Worker): --total executions of it\n" +
+			"          end to end against --total of core.echo in the same run; dispatch (submit\n" +
+			"          accepted until the worker holds the task) at --rate submits/s for --duration;\n" +
+			"          and --idle submits with waitForMs through the worker one at a time\n" +
 			"  floor   the submit phase against the service's SDK authentication alone (key, timestamp,\n" +
 			"          signature, replay guard and rate limit in memory) and a handler that answers\n" +
 			"          CREATED without a database: the least a submit can cost here (needs no database)\n\n" +
@@ -80,7 +87,7 @@ func newBenchCmd() *cobra.Command {
 			"distinct.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
-		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "floor"},
+		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "worker", "floor"},
 		Args:      cobra.OnlyValidArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -109,6 +116,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.total, "total", 10000, "executions for e2e")
 	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle, and runs one at a time for runs")
 	cmd.Flags().IntVar(&o.runs, "runs", 1000, "workflow runs for runs' --clients callers")
+	cmd.Flags().IntVar(&o.idlePolls, "idle-polls", 1000, "polls the worker phase holds open, waiting, to weigh them")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
@@ -136,6 +144,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	var apps []*app
 	var clients []*client.Client
 	var served []chan error
+	var bases []string
 	var key commands.APIKeyMinted
 	var workspace string
 	for i := range o.instances {
@@ -167,7 +176,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		if err != nil {
 			return err
 		}
-		apps, clients = append(apps, a), append(clients, c)
+		apps, clients, bases = append(apps, a), append(clients, c), append(bases, url)
 	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
@@ -192,9 +201,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			return apps[0].queries.ExecutionCounts(ctx, workspace)
 		}
 		var err error
-		if phase == "runs" {
+		switch phase {
+		case "runs":
 			err = benchRunsPhase(ctx, out, o, apps[0], workspace, clients, e2eRate)
-		} else {
+		case "worker":
+			err = benchWorkerPhase(ctx, out, o, apps[0], workspace, key, bases[0], clients, counts)
+		default:
 			err = benchPhase(ctx, out, o, clients, counts, phase, &e2eRate)
 		}
 		if err != nil {
@@ -415,11 +427,30 @@ func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Durati
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := &errTally{}
+	req := echo
+	req.WaitForMs = 15000
+	openLoop(ctx, cs, rate, d, func(c *client.Client) {
+		start := time.Now()
+		e, err := c.Submit(ctx, req)
+		took := time.Since(start)
+		if err := notCompleted(e, err); err != nil {
+			errs.add(err)
+			return
+		}
+		mu.Lock()
+		lat = append(lat, took)
+		mu.Unlock()
+	})
+	slices.Sort(lat)
+	return lat, errs
+}
+
+// openLoop calls call at rate for d, each call in a goroutine of its own (a slow answer does
+// not delay the next), spreading them over cs, and returns once every call has.
+func openLoop(ctx context.Context, cs []*client.Client, rate int, d time.Duration, call func(c *client.Client)) {
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
 	defer tick.Stop()
-	req := echo
-	req.WaitForMs = 15000
 	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; <-tick.C {
 		c := cs[n%len(cs)]
@@ -427,27 +458,21 @@ func benchWait(ctx context.Context, cs []*client.Client, rate int, d time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
-			e, err := c.Submit(ctx, req)
-			took := time.Since(start)
-			if err := notCompleted(e, err); err != nil {
-				errs.add(err)
-				return
-			}
-			mu.Lock()
-			lat = append(lat, took)
-			mu.Unlock()
+			call(c)
 		}()
 	}
 	wg.Wait()
-	slices.Sort(lat)
-	return lat, errs
 }
 
 // benchIdle sends n submits with waitForMs one after the other and returns their latencies.
 func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *errTally) {
 	req := echo
 	req.WaitForMs = 15000
+	return benchIdleOf(ctx, c, n, req)
+}
+
+// benchIdleOf is benchIdle of req's calls.
+func benchIdleOf(ctx context.Context, c *client.Client, n int, req client.SubmitRequest) ([]time.Duration, *errTally) {
 	var lat []time.Duration
 	errs := &errTally{}
 	for range n {
@@ -467,12 +492,22 @@ func benchIdle(ctx context.Context, c *client.Client, n int) ([]time.Duration, *
 // (charged before it completes); the last one is then read back over the API. Polling each
 // execution over HTTP one by one would measure the poller rather than the engine.
 func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int, distinct bool) (time.Duration, error) {
+	module := ""
+	if distinct {
+		module = echo.Module
+	}
+	return benchE2EOf(ctx, cs, counts, clients, total, module)
+}
+
+// benchE2EOf is benchE2E of core.echo's identical calls (module "") or of distinct calls of
+// module.
+func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts, clients, total int, module string) (time.Duration, error) {
 	before, err := counts(ctx)
 	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	var failed atomic.Int64
+	failed := &errTally{}
 	var last atomic.Value
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -483,12 +518,12 @@ func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, 
 			defer wg.Done()
 			for n := next.Add(1); n <= int64(total); n = next.Add(1) {
 				req := echo
-				if distinct {
-					req.Input = map[string]int64{"n": n}
+				if module != "" {
+					req.Module, req.Input = module, map[string]int64{"n": n}
 				}
 				e, err := c.Submit(ctx, req)
 				if err != nil {
-					failed.Add(1)
+					failed.add(err)
 					continue
 				}
 				last.Store(e.ID)
@@ -496,8 +531,8 @@ func benchE2E(ctx context.Context, cs []*client.Client, counts executionCounts, 
 		}()
 	}
 	wg.Wait()
-	if failed.Load() > 0 {
-		return 0, fmt.Errorf("%d submits failed", failed.Load())
+	if failed.n.Load() > 0 {
+		return 0, fmt.Errorf("submits failed: %s", failed)
 	}
 	for {
 		now, err := counts(ctx)

@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newAdminCmd(), newProjectionsCmd(), newBillingCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newAdminCmd(), newProjectionsCmd(), newBillingCmd(), newBenchCmd(), newBenchWorkerCmd(), newVersionCmd())
 	// The variables run to a hundred lines: after the commands, which are what a reader of
 	// --help looks for first, and only in the root's help (each command's is about the command).
 	commandHelp := root.HelpFunc()

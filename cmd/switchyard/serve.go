@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/console"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
@@ -51,7 +52,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return err
 	}
 	exec := executor.New(a.store, a.cmds, a.queries, a.modules, hub, executor.Config{
-		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout,
+		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout, TaskLease: a.cfg.TaskLease,
 		Registerer: a.registry, Logger: a.log, Sealer: a.sealer, ModuleCAs: a.cfg.WebhookCAs})
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
 	cmds := commands.WithRunner(a.cmds, exec)
@@ -80,7 +81,8 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 				{Name: "projections", Check: a.engine.Ready},
 			},
 		},
-		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp,
+		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp, Tasks: exec,
+		Workers:     consoleWorkers(exec),
 		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
 	})
 	if err != nil {
@@ -169,5 +171,16 @@ func (a *app) settleProjections() {
 	}
 	if err != nil {
 		a.log.WithError(err).Warn("read models not caught up at shutdown")
+	}
+}
+
+// consoleWorkers is the console's view of the workers exec's task board has seen.
+func consoleWorkers(exec *executor.Executor) func(string) []console.Worker {
+	return func(workspaceID string) []console.Worker {
+		var out []console.Worker
+		for _, w := range exec.Workers(workspaceID) {
+			out = append(out, console.Worker{ID: w.WorkerID, Modules: w.Modules, InFlight: w.InFlight, LastPoll: w.LastPoll})
+		}
+		return out
 	}
 }

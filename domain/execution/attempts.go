@@ -65,6 +65,9 @@ type Attempt struct {
 	RetryAt time.Time
 	// Claims counts the claims of the attempt: more than one when a worker's lease ran out.
 	Claims int
+	// Worker is who claimed it last: an executor instance, or the worker that leased the task
+	// of a workspace module (issue 28).
+	Worker string
 }
 
 // The outcomes of an Attempt.
@@ -95,6 +98,7 @@ func Attempts(history []domain.Event) []Attempt {
 		case Started:
 			a := get(ev.Attempt)
 			a.Claims++
+			a.Worker = ev.Worker
 			if a.StartedAt.IsZero() {
 				a.StartedAt = ev.At
 			}

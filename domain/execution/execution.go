@@ -225,6 +225,8 @@ func (s State) Evolve(e domain.Event) State {
 			Callback: ev.Callback, CachedFrom: ev.CachedFrom, RunID: ev.RunID, StageID: ev.StageID, Retry: ev.Retry, TimeoutMs: ev.TimeoutMs, Transport: ev.Transport, Runner: ev.Runner, Status: StatusCreated, CreatedAt: ev.At}
 	case Started:
 		s.Status, s.Attempt, s.Worker, s.LeaseUntil, s.RetryAt = StatusRunning, ev.Attempt, ev.Worker, ev.LeaseUntil, time.Time{}
+	case LeaseExtended:
+		s.LeaseUntil = ev.LeaseUntil
 	case AttemptFailed:
 		s.FailedAttempts++
 		s.Error, s.RetryAt, s.Worker, s.LeaseUntil = ev.Error, ev.RetryAt, "", time.Time{}
@@ -252,6 +254,8 @@ func eventTime(e domain.Event) time.Time {
 	case Started:
 		return ev.At
 	case AttemptFailed:
+		return ev.At
+	case LeaseExtended:
 		return ev.At
 	case Completed:
 		return ev.At

@@ -34,7 +34,8 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 // complete charges usage (once per execution, whatever retries or takeovers happen) and
 // records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
-	done := commands.Outcome{Worker: e.opts.Worker, Attempt: st.Attempt, Output: out, Usage: usage}
+	// st.Worker holds the attempt: this executor, or the worker that leased the task.
+	done := commands.Outcome{Worker: st.Worker, Attempt: st.Attempt, Output: out, Usage: usage}
 	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: done})
 	switch {
 	case unstorable(err):
@@ -46,7 +47,7 @@ func (e *Executor) complete(ctx context.Context, st execution.State, out json.Ra
 	case !charged:
 		return e.fail(ctx, st, insufficientCredits(usage), false)
 	}
-	completed, err := e.cmds.Attempts.CompleteExecution(ctx, st.ID, e.opts.Worker, st.Attempt, out, usage)
+	completed, err := e.cmds.Attempts.CompleteExecution(ctx, st.ID, st.Worker, st.Attempt, out, usage)
 	if unstorable(err) {
 		return e.fail(ctx, st, outputUnstorable("output", err), true)
 	}
@@ -84,7 +85,7 @@ func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Fail
 	if err != nil {
 		return st, fmt.Errorf("encode failure: %w", err)
 	}
-	return e.cmds.Attempts.FailExecution(ctx, st.ID, e.opts.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
+	return e.cmds.Attempts.FailExecution(ctx, st.ID, st.Worker, st.Attempt, body, retry, e.backoff(st.Attempt))
 }
 
 // follow completes a cached repeat with its first call's output, for free, once that call

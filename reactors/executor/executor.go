@@ -58,6 +58,9 @@ type Config struct {
 	RetryBackoff time.Duration
 	// DrainTimeout bounds how long Run waits for running modules after ctx ends. Default 30s.
 	DrainTimeout time.Duration
+	// TaskLease is how long a worker's lease of a task (a workspace module's attempt, issue 28)
+	// lasts unless a heartbeat renews it. Default 30s.
+	TaskLease time.Duration
 	// Registerer receives the executor's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
 	// Logger receives the executor's warnings; default logrus.StandardLogger().
@@ -84,6 +87,8 @@ type Executor struct {
 	slots    *slots
 	charges  *charger
 	metrics  metrics
+	// tasks holds the attempts workers lease (worker_tasks.go).
+	tasks *taskBoard
 	// transport posts HTTP-transport modules' attempts (transport_http.go).
 	transport *httpTransport
 
@@ -139,7 +144,8 @@ func (c *Config) durations() []configcheck.Duration {
 		{Name: "TakeoverGrace", Value: &c.TakeoverGrace, Default: 30 * time.Second},
 		{Name: "LeaseMargin", Value: &c.LeaseMargin, Default: 10 * time.Second},
 		{Name: "RetryBackoff", Value: &c.RetryBackoff, Default: 200 * time.Millisecond},
-		{Name: "DrainTimeout", Value: &c.DrainTimeout, Default: 30 * time.Second}}
+		{Name: "DrainTimeout", Value: &c.DrainTimeout, Default: 30 * time.Second},
+		{Name: "TaskLease", Value: &c.TaskLease, Default: 30 * time.Second}}
 }
 
 // New returns an executor following store and issuing cmds' Attempts, Charges and Billing;
@@ -152,8 +158,8 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Executor{cmds: cmds, store: store, queries: queries, registry: registry, hub: hub, opts: cfg,
 		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
 		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
-		transport: newHTTPTransport(cfg.Sealer, cfg.ModuleCAs),
-		inflight:  map[string]bool{}, waiters: map[string][]chan execution.State{}}
+		transport: newHTTPTransport(cfg.Sealer, cfg.ModuleCAs), tasks: newTaskBoard(),
+		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
 }
 
 // Worker is the name this executor claims under (commands.Runner).
@@ -164,9 +170,14 @@ func (e *Executor) Worker() string { return e.opts.Worker }
 func (e *Executor) Take(st execution.State) <-chan execution.State {
 	ch := make(chan execution.State, 1)
 	e.mu.Lock()
-	e.waiters[st.ID] = append(e.waiters[st.ID], ch)
 	ctx, runCtx := e.ctx, e.runCtx
+	if !st.WorkerTask() {
+		e.waiters[st.ID] = append(e.waiters[st.ID], ch)
+	}
 	e.mu.Unlock()
+	if st.WorkerTask() && ctx != nil {
+		return e.takeTask(ctx, st) // a worker leases it (worker_tasks.go)
+	}
 	if ctx == nil {
 		e.notify(st.ID, st)
 		return ch
@@ -185,6 +196,12 @@ func (e *Executor) Run(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped during start-up: a clean stop
+		}
+		return fmt.Errorf("executor: %w", err)
+	}
+	if err := e.openTasks(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
 		return fmt.Errorf("executor: %w", err)
 	}
@@ -219,8 +236,8 @@ func (e *Executor) submitted(ctx, runCtx context.Context, ev eventstore.Recorded
 		e.log.WithError(err).WithField("stream", ev.Stream).Warn("cannot decode a submit; a sweep will find it")
 		return
 	}
-	if sub.Runner != "" {
-		return // its runner has it; a sweep takes it over if that instance dies
+	if sub.Runner != "" || (sub.Transport != nil && sub.Transport.Type == execution.TransportWorker) {
+		return // its runner has it, or a worker leases it (worker_tasks.go); a sweep takes it over if that instance dies
 	}
 	e.dispatch(ctx, runCtx, work{id: sub.ExecutionID, workspace: sub.WorkspaceID, module: sub.Module})
 }
@@ -248,7 +265,7 @@ func (e *Executor) sweep(ctx, runCtx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if e.running(id) {
+		if e.running(id) || e.pendingTask(id) {
 			continue
 		}
 		st, err := e.cmds.Attempts.Execution(ctx, id)
@@ -256,6 +273,10 @@ func (e *Executor) sweep(ctx, runCtx context.Context) {
 			if ctx.Err() == nil {
 				e.log.WithError(err).WithField("executionId", id).Warn("sweep cannot read an execution")
 			}
+			continue
+		}
+		if st.WorkerTask() {
+			e.sweptTask(ctx, st) // a worker leases it (worker_tasks.go)
 			continue
 		}
 		now := e.opts.Now()

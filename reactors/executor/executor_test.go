@@ -80,6 +80,14 @@ func startInstance(t *testing.T, env *testenv.Env, reg *modules.Registry, opts e
 // startInstanceOn is startInstance with the process's commands appending through store.
 func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg *modules.Registry, opts executor.Config) (*commands.Commands, context.CancelFunc) {
 	t.Helper()
+	cmds, _, stop := runInstance(t, env, store, reg, opts)
+	return cmds, stop
+}
+
+// runInstance runs an executor as startInstanceOn does and returns its process's command
+// handler (its runner wired), the executor, and what stops it.
+func runInstance(t *testing.T, env *testenv.Env, store eventstore.Store, reg *modules.Registry, opts executor.Config) (*commands.Commands, *executor.Executor, context.CancelFunc) {
+	t.Helper()
 	cmds := commands.New(store, commands.WithModules(reg))
 	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{execution.Category}}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +105,7 @@ func startInstanceOn(t *testing.T, env *testenv.Env, store eventstore.Store, reg
 	testenv.Eventually(t, 30*time.Second, "the executor to take submits", func() bool {
 		return ex.Running()
 	})
-	return commands.WithRunner(cmds, ex), stop
+	return commands.WithRunner(cmds, ex), ex, stop
 }
 
 func submit(t *testing.T, cmds *commands.Commands, ws, module, input string, attempts int) execution.State {
