@@ -25,7 +25,7 @@ import (
 )
 
 // LockFunc runs fn while this process holds the bulks' lock (projections.HoldLock).
-type LockFunc func(ctx context.Context, fn func(context.Context) error) error
+type LockFunc = feed.LockFunc
 
 // Config configures a Worker.
 type Config struct {
@@ -51,7 +51,7 @@ func (c *Config) setDefaults() {
 		c.Logger = logrus.StandardLogger()
 	}
 	if c.Lock == nil {
-		c.Lock = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+		c.Lock = feed.NoLock
 	}
 }
 
@@ -90,17 +90,7 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 
 // Run works while it holds the lock, waiting for it again if it loses it, until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		if err := w.opts.Lock(ctx, w.lead); err != nil && ctx.Err() == nil {
-			w.log.WithError(err).Warn("bulks interrupted; waiting for the lock again")
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
-	}
+	feed.Lead(ctx, w.opts.Lock, w.lead, w.log, "bulks")
 	w.wg.Wait()
 	return nil
 }

@@ -29,7 +29,7 @@ import (
 )
 
 // LockFunc runs fn while this process holds the scheduler's lock (projections.HoldLock).
-type LockFunc func(ctx context.Context, fn func(context.Context) error) error
+type LockFunc = feed.LockFunc
 
 // Config configures a Scheduler.
 type Config struct {
@@ -105,7 +105,7 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 	if c.Lock == nil {
-		c.Lock = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+		c.Lock = feed.NoLock
 	}
 }
 
@@ -157,18 +157,7 @@ func (s *Scheduler) Wake(runID string) {
 
 // Run schedules while it holds the lock, waiting for it again if it loses it, until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := s.opts.Lock(ctx, s.lead)
-		if err != nil && ctx.Err() == nil {
-			s.log.WithError(err).Warn("scheduler interrupted; waiting for the lock again")
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
-	}
+	feed.Lead(ctx, s.opts.Lock, s.lead, s.log, "scheduler")
 	s.wg.Wait()
 	return nil
 }
