@@ -98,6 +98,7 @@ func (h *Modules) save(ctx context.Context, c RegisterModule, decide func(module
 	if err != nil {
 		return module.Module{}, wrap("module "+c.Name, err)
 	}
+	h.remember(c.WorkspaceID, c.Name, st, false)
 	return st, nil
 }
 
@@ -136,6 +137,9 @@ func (h *Modules) Delete(ctx context.Context, workspaceID, name string) error {
 	_, err := execute(ctx, h, ModuleStream(workspaceID, name), moduleAgg, func(m module.Module) ([]domain.Event, error) {
 		return module.DecideDelete(m, workspaceID, h.now())
 	})
+	if err == nil {
+		h.remember(workspaceID, name, module.Module{}, true)
+	}
 	return wrap("delete module "+name, err)
 }
 

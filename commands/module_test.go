@@ -6,10 +6,12 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/access"
+	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/module"
 	"github.com/switchyard/switchyard/testenv"
@@ -67,4 +69,49 @@ func TestModuleRegistrationsRaceForAName(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Field != "configSchema" {
 		t.Fatalf("a schema that does not compile: %v", err)
 	}
+}
+
+// TestModuleChangesReachSubmits: submits use a module from memory, yet the instance that
+// updates or deletes it uses the change at once, and another instance within the bound.
+func TestModuleChangesReachSubmits(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	ctx := context.Background()
+	other := commands.New(env.Store)
+	save := func(save func(context.Context, commands.RegisterModule) (module.Module, error), price int64) {
+		t.Helper()
+		p := billing.FromWhole(price)
+		if _, err := save(ctx, commands.RegisterModule{WorkspaceID: ws, Name: "acme.priced", Price: &p,
+			Transport: commands.ModuleTransport{Type: execution.TransportWorker}, By: access.Rights{Role: "admin"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(h *commands.Commands) (execution.State, error) {
+		return h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "acme.priced",
+			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1})
+	}
+	save(env.Cmds.Modules.Register, 1)
+	for _, h := range []*commands.Commands{env.Cmds, other} {
+		if st, err := submit(h); err != nil || st.CostMilli != 1000 {
+			t.Fatalf("a submit: %d %v", st.CostMilli, err)
+		}
+	}
+	save(env.Cmds.Modules.Update, 2)
+	if st, err := submit(env.Cmds); err != nil || st.CostMilli != 2000 {
+		t.Fatalf("a submit after the update on its instance: %d %v", st.CostMilli, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the update to reach the other instance", func() bool {
+		st, err := submit(other)
+		return err == nil && st.CostMilli == 2000
+	})
+	if err := env.Cmds.Modules.Delete(ctx, ws, "acme.priced"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := submit(env.Cmds); !errors.Is(err, domain.ErrInvalid) {
+		t.Fatalf("a submit after the delete on its instance: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the delete to reach the other instance", func() bool {
+		_, err := submit(other)
+		return errors.Is(err, domain.ErrInvalid)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchyard/switchyard/domain/execution"
@@ -39,7 +40,7 @@ func (h *Modules) use(ctx context.Context, workspaceID, name string) (moduleUse,
 	if m, ok := h.modules.Get(name); ok {
 		return moduleUse{costMilli: m.CostMilli(), cacheable: true, builtin: m}, nil
 	}
-	m, err := h.Get(ctx, workspaceID, name)
+	m, err := h.live(ctx, workspaceID, name)
 	if errors.Is(err, module.ErrNotFound) {
 		return moduleUse{}, asDomainInvalid(modules.UnknownModule(name))
 	}
@@ -52,6 +53,49 @@ func (h *Modules) use(ctx context.Context, workspaceID, name string) (moduleUse,
 	}
 	return moduleUse{costMilli: int64(m.Price), transport: m.ExecutionTransport(), timeoutMs: m.TimeoutMs,
 		cacheable: m.Cacheable, schemas: s}, nil
+}
+
+// moduleFreshFor bounds how stale a module a submit uses may be. Every call of a workspace
+// module resolves it, and reading its stream each time cost a query per submit; a module read
+// less than this long ago is used as read. The instance that registers, updates or deletes a
+// module sees the change at once (remembered below); another instance within this bound.
+const moduleFreshFor = time.Second
+
+// freshModule is a module as read at a time; gone: deleted on this instance.
+type freshModule struct {
+	m    module.Module
+	gone bool
+	at   time.Time
+}
+
+// live is Get served from memory when the module was read less than moduleFreshFor ago.
+func (h *Modules) live(ctx context.Context, workspaceID, name string) (module.Module, error) {
+	key := ModuleStream(workspaceID, name)
+	old, _ := h.fresh.Load(key)
+	if f, ok := old.(*freshModule); ok && time.Since(f.at) < moduleFreshFor {
+		if f.gone {
+			return module.Module{}, fmt.Errorf("module %q: %w", name, module.ErrNotFound)
+		}
+		return f.m, nil
+	}
+	at := time.Now()
+	m, err := h.Get(ctx, workspaceID, name)
+	if err != nil {
+		return m, err
+	}
+	// Only over the entry seen before the read: a change this instance made meanwhile wins.
+	f := &freshModule{m: m, at: at}
+	if old == nil {
+		h.fresh.LoadOrStore(key, f)
+	} else {
+		h.fresh.CompareAndSwap(key, old, f)
+	}
+	return m, nil
+}
+
+// remember records a module this instance just changed, so its submits see the change at once.
+func (h *Modules) remember(workspaceID, name string, m module.Module, gone bool) {
+	h.fresh.Store(ModuleStream(workspaceID, name), &freshModule{m: m, gone: gone, at: time.Now()})
 }
 
 // validate checks a submit's config and input, with errors naming the field.

@@ -89,6 +89,8 @@ type Modules struct {
 	workspaces *Workspaces
 	// compiled holds each module's compiled schemas (compiledSchemas), by stream.
 	compiled sync.Map
+	// fresh holds the modules submits used lately (*freshModule), by stream (module_use.go).
+	fresh sync.Map
 }
 
 // Identity holds users (user.go), their sessions (session.go) and the provider's signing keys

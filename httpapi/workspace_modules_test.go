@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 	"github.com/switchyard/switchyard/reactors/executor"
@@ -140,7 +141,8 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if !hmac.Equal([]byte(r.Header.Get(webhooks.HeaderSignature)), []byte(want)) || r.Header.Get(webhooks.HeaderEvent) != executor.EventTask ||
-		r.Header.Get(webhooks.HeaderSignatureVersion) != "v1" || err != nil || task.TaskID == "" || task.Deadline.IsZero() {
+		r.Header.Get(webhooks.HeaderSignatureVersion) != "v1" || err != nil || task.Deadline.IsZero() ||
+		r.Header.Get(webhooks.HeaderDeliveryID) != task.TaskID || task.TaskID != execution.TaskID(task.ExecutionID, task.Attempt) {
 		rc.bad++
 		w.WriteHeader(http.StatusUnauthorized)
 		return

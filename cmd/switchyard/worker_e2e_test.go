@@ -24,10 +24,17 @@ import (
 // the service, with the admin CLI.
 func registerWorkerModule(t *testing.T, svc *sdkService, workspaceID, name, outputSchema string) {
 	t.Helper()
-	body := map[string]any{"name": name, "transport": map[string]any{"type": "worker"}}
+	body := map[string]any{}
 	if outputSchema != "" {
 		body["outputSchema"] = json.RawMessage(outputSchema)
 	}
+	registerWorkerModuleWith(t, svc, workspaceID, name, body)
+}
+
+// registerWorkerModuleWith is registerWorkerModule with more of the module's fields.
+func registerWorkerModuleWith(t *testing.T, svc *sdkService, workspaceID, name string, body map[string]any) {
+	t.Helper()
+	body["name"], body["transport"] = name, map[string]any{"type": "worker"}
 	raw, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +330,34 @@ func TestWaitForMsThroughAWorker(t *testing.T) {
 	mustStatus(t, r, http.StatusOK, "submit")
 	if m := r.json(t); m["status"] != "COMPLETED" || fmt.Sprint(m["output"]) != "map[echo:map[hi:1]]" {
 		t.Fatalf("waitForMs through a worker: %s", r.body)
+	}
+}
+
+// A cacheable worker module's identical repeat inside the cache window, submitted while the
+// first call still waits for a worker, is free and gets the first call's output (SPEC.md 2.1):
+// the worker runs the call once.
+func TestCacheableWorkerModuleRepeatRunsOnceAndIsFree(t *testing.T) {
+	svc := startSDKService(t, 10, "SWITCHYARD_CACHE_WINDOW=60s")
+	registerWorkerModuleWith(t, svc, svc.key.WorkspaceID, "acme.echo", map[string]any{"cacheable": true})
+	c := svc.caller(t, svc.key)
+	ids := make([]string, 2)
+	for i := range ids {
+		r := c.submit(`{"module":"acme.echo","input":{"hi":1},"config":{}}`)
+		mustStatus(t, r, http.StatusOK, "submit")
+		ids[i] = fmt.Sprint(r.json(t)["id"])
+	}
+	w := startWorker(t, buildExamples(t), svc.cli.url(""), svc.key, "-module", "acme.echo")
+	first := pollExecution(t, c, ids[0], 30*time.Second, terminal)
+	repeat := pollExecution(t, c, ids[1], 30*time.Second, terminal)
+	if first["status"] != "COMPLETED" || repeat["status"] != "COMPLETED" ||
+		fmt.Sprint(repeat["output"]) != fmt.Sprint(first["output"]) || fmt.Sprint(first["output"]) != "map[echo:map[hi:1]]" {
+		t.Fatalf("first %v, repeat %v", first, repeat)
+	}
+	if fmt.Sprint(first["totalUsage"]) == "0" || fmt.Sprint(repeat["totalUsage"]) != "0" {
+		t.Fatalf("usage: first %v, repeat %v (want the repeat free)", first["totalUsage"], repeat["totalUsage"])
+	}
+	if n := w.printed("started "); n != 1 || w.printed(ids[1]) != 0 {
+		t.Fatalf("the worker started %d tasks, want 1 (the first call's)", n)
 	}
 }
 

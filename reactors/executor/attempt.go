@@ -92,16 +92,7 @@ func (e *Executor) fail(ctx context.Context, st execution.State, f *modules.Fail
 // has finished. It reports false when the first call failed or cannot be found: the repeat
 // then runs and bills as a call of its own.
 func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (execution.State, bool) {
-	leaderStream := commands.ExecutionStream(st.CachedFrom)
-	var leader execution.State
-	err := e.hub.Until(ctx, leaderStream, time.Second, func() (bool, error) {
-		var err error
-		leader, err = e.cmds.Attempts.Execution(ctx, st.CachedFrom)
-		if errors.Is(err, domain.ErrNotFound) {
-			return true, nil
-		}
-		return err == nil && leader.Status.Terminal(), err
-	})
+	leader, err := e.awaitEnd(ctx, st.CachedFrom)
 	if err != nil {
 		return st, true // ctx ended or the store failed: the lease hands the repeat on
 	}
@@ -116,6 +107,20 @@ func (e *Executor) follow(ctx, runCtx context.Context, st execution.State) (exec
 		return st, true
 	}
 	return done, true
+}
+
+// awaitEnd waits until execution id has ended and returns it (zero when it does not exist).
+func (e *Executor) awaitEnd(ctx context.Context, id string) (execution.State, error) {
+	var st execution.State
+	err := e.hub.Until(ctx, commands.ExecutionStream(id), time.Second, func() (bool, error) {
+		var err error
+		st, err = e.cmds.Attempts.Execution(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			return true, nil
+		}
+		return err == nil && st.Status.Terminal(), err
+	})
+	return st, err
 }
 
 // runUnclaimed runs a repeatable module's next attempt before claiming it, then records claim

@@ -233,7 +233,8 @@ func (t *httpTransport) post(ctx context.Context, st execution.State, attempt in
 // request builds the signed POST of the attempt. The opened secret lives only in this request.
 func (t *httpTransport) request(ctx context.Context, st execution.State, attempt int) (*http.Request, error) {
 	deadline, _ := ctx.Deadline() // runTransport gives every attempt one
-	taskID := st.ID + ":" + strconv.Itoa(attempt)
+	// The worker protocol's task id: one format for a module's attempts, whatever its transport.
+	taskID := execution.TaskID(st.ID, attempt)
 	body, err := json.Marshal(Task{TaskID: taskID, ExecutionID: st.ID, Module: st.Module, Input: orEmpty(st.Input),
 		Config: orEmpty(st.Config), Attempt: attempt, Deadline: deadline.UTC(), RunID: st.RunID, StageID: st.StageID})
 	if err != nil {

@@ -49,6 +49,9 @@ type boardTask struct {
 	// local: leased by a poll of this process, which watches its lease.
 	local bool
 	timer *time.Timer
+	// follows is the first call of the cache window a free repeat waits for (followTask):
+	// while set, the task is not leasable.
+	follows string
 	// workflowID is the run's workflow, looked up for scoped keys ("" until then).
 	workflowID string
 	waiters    []chan execution.State
@@ -110,7 +113,7 @@ func (e *Executor) taskEvent(ctx context.Context, ev eventstore.RecordedEvent) {
 		var sub execution.Submitted
 		if json.Unmarshal(ev.Data, &sub) == nil && sub.Transport != nil && sub.Transport.Type == execution.TransportWorker {
 			st := execution.State{}.Evolve(sub)
-			e.addTask(st)
+			e.addTask(ctx, st)
 		}
 		return
 	}
@@ -171,7 +174,7 @@ func (e *Executor) observeTask(ctx context.Context, st execution.State) {
 			return
 		}
 	}
-	e.addTask(st)
+	e.addTask(ctx, st)
 	e.applyTaskFact(ctx, st.ID, factOf(st), false, &st)
 }
 
@@ -232,8 +235,9 @@ func (e *Executor) sendEnd(ctx context.Context, id string, known *execution.Stat
 	}
 }
 
-// addTask puts a task the board does not know yet on it, pending when it is leasable.
-func (e *Executor) addTask(st execution.State) {
+// addTask puts a task the board does not know yet on it, pending when it is leasable. A free
+// repeat not tried yet waits for its window's first call instead (followTask).
+func (e *Executor) addTask(ctx context.Context, st execution.State) {
 	b := e.tasks
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -246,6 +250,10 @@ func (e *Executor) addTask(st execution.State) {
 	}
 	b.tasks[st.ID] = t
 	f := factOf(st)
+	if st.CachedFrom != "" && st.Attempt == 0 && f.phase == phasePending {
+		t.follows = st.CachedFrom
+		go e.followTask(ctx, st.ID, st.CachedFrom)
+	}
 	t.seq = f.seq()
 	b.setPhase(t, f.phase)
 	switch f.phase {
@@ -280,11 +288,52 @@ func (b *taskBoard) setPhase(t *boardTask, phase taskPhase) {
 	case phaseLeased:
 		b.leased[key]++
 	case phasePending:
-		if !t.queued && !t.trying {
-			t.queued = true
-			b.pending[key] = append(b.pending[key], t.id)
+		b.enqueue(t)
+	}
+}
+
+// enqueue makes a pending task leasable, unless it follows a first call; b.mu is held.
+func (b *taskBoard) enqueue(t *boardTask) {
+	if t.follows != "" {
+		return
+	}
+	if !t.queued && !t.trying {
+		t.queued = true
+		key := wsModule{t.workspace, t.module}
+		b.pending[key] = append(b.pending[key], t.id)
+	}
+	b.wake(t)
+}
+
+// followTask completes a free repeat of a worker module with the output of its cache window's
+// first call once that call has completed (SPEC.md 2.1: free, the first call's result): no
+// worker runs it. Every instance that knows the repeat follows it; the lease decides which one
+// records it. When the first call failed or cannot be found, the repeat becomes leasable and
+// runs, and bills, as a call of its own.
+func (e *Executor) followTask(ctx context.Context, id, leaderID string) {
+	leader, err := e.awaitEnd(ctx, leaderID)
+	if err == nil && leader.Status == execution.StatusCompleted {
+		st, err := e.cmds.Attempts.LeaseTask(ctx, id, e.opts.Worker, e.opts.TaskLease)
+		if err == nil && st.Worker == e.opts.Worker && st.HoldsTask(st.Attempt) {
+			st, err = e.cmds.Attempts.CompleteExecution(ctx, id, e.opts.Worker, st.Attempt, leader.Output, 0)
 		}
-		b.wake(t)
+		if err == nil {
+			e.observeTask(ctx, st)
+		}
+		// Otherwise another instance leased it first and records it, or the task moved on
+		// (its end, or an expired lease's retry, comes through the feed).
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	b := e.tasks
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.tasks[id]; t != nil {
+		t.follows = ""
+		if t.phase == phasePending {
+			b.enqueue(t)
+		}
 	}
 }
 
@@ -350,7 +399,7 @@ func (e *Executor) expireTask(ctx context.Context, id string) {
 // the ended execution, for a submit that waits (waitForMs).
 func (e *Executor) takeTask(ctx context.Context, st execution.State) <-chan execution.State {
 	ch := make(chan execution.State, 1)
-	e.addTask(st)
+	e.addTask(ctx, st)
 	b := e.tasks
 	b.mu.Lock()
 	if t := b.tasks[st.ID]; t != nil && t.phase != phaseGone {
