@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/console"
+	"github.com/switchyard/switchyard/domain/access"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/internal/browsertest"
 )
 
@@ -258,6 +263,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	owner.shoot("callback-replayed", &shot)
 
+	// The pages of issues 28 and 29: a workspace's modules, one module's form, its workers, and
+	// a bulk action started from the workflow page's form (created before 2001, it matches no
+	// run, so the runs the later steps look at stay as they are).
+	long := strings.Repeat("a-very-long-description-without-spaces-", 25)
+	if _, err := s.env.Cmds.Modules.Register(context.Background(), commands.RegisterModule{WorkspaceID: s.ws,
+		Name: "acme.resize-images-for-the-catalogue", Description: long, OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Transport: commands.ModuleTransport{Type: execution.TransportWorker}, By: access.Rights{Role: "owner"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.workers.Store(&[]console.Worker{{ID: "host-1.example.internal/4242", Modules: []string{"acme.resize-images-for-the-catalogue", "acme.crop"}, InFlight: 3, LastPoll: time.Now()}})
+	extra := []struct{ name, path, want string }{
+		{"modules", ws + "/modules", "acme.resize-images-for-the-catalogue"},
+		{"module", ws + "/modules/acme.resize-images-for-the-catalogue", "acme.resize-images-for-the-catalogue"},
+		{"workers", ws + "/workers", "host-1.example.internal/4242"},
+	}
+	for _, p := range extra {
+		owner.visit(p.name, p.path, p.want)
+		owner.fits(p.name)
+	}
+	var bulkURL string
+	owner.run("start a bulk action",
+		chromedp.Navigate(s.srv.URL+ws+"/workflows/"+s.workflowID),
+		chromedp.WaitVisible(`#bulk-form`, chromedp.ByID),
+		chromedp.SetValue(`#bulk-before`, "2001-01-01T00:00", chromedp.ByID),
+		chromedp.Click(`#bulk-run`, chromedp.ByID),
+		chromedp.WaitVisible(`#bulk-detail`, chromedp.ByID),
+		chromedp.Location(&bulkURL),
+	)
+	owner.shoot("bulk", &shot)
+	owner.fits("bulk")
+	extra = append(extra, struct{ name, path, want string }{"bulk", strings.TrimPrefix(bulkURL, s.srv.URL), "Runs matched"})
+
 	// At phone width the navigation and tables still fit. One browser serves every step: a
 	// browser's start is the slowest thing here on a busy machine.
 	phone := owner
@@ -273,6 +310,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"billing", ws + "/billing", "Plan-included"},
 		{"members", ws + "/members", s.member.Email},
 	} {
+		phone.visit(p.name, p.path, p.want)
+		phone.fits(p.name)
+	}
+	for _, p := range extra {
 		phone.visit(p.name, p.path, p.want)
 		phone.fits(p.name)
 	}
