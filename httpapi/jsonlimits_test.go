@@ -125,8 +125,46 @@ func TestMCPAndWorkspaceBodiesAreCheckedAsSent(t *testing.T) {
 	for _, tc := range []struct{ path, body, field string }{
 		{"/v1/workspaces/" + ws + "/api-keys", `{"label":"\ud800"}`, "label"},
 		{"/v1/workspaces/" + ws + "/mcp-tokens", `{"label":"ok \udfff"}`, "label"},
+		{"/v1/workspaces/" + ws + "/modules", `{"name":"acme.x","description":"a\u0000","transport":{"type":"worker"}}`, "description"},
+		{"/v1/workspaces/" + ws + "/modules", `{"name":"acme.x","inputSchema":{"a":` + nested + `},"transport":{"type":"worker"}}`, "inputSchema"},
+		{"/v1/workspaces/" + ws + "/modules", `{"name":"acme.x","timeoutMs":1e400,"transport":{"type":"worker"}}`, "body: timeoutMs: 1e400 is out of range"},
+		{"/v1/workspaces/" + ws + "/modules", `{"name":"acme.x","price":123456789012345678901234567890,"transport":{"type":"worker"}}`, "price"},
+		{"/v1/workspaces/" + ws + "/modules", `{"name":"acme.x","concurrency":99999999999999999999,"transport":{"type":"worker"}}`, "body: concurrency: 99999999999999999999 is out of range"},
 	} {
 		resp, body := s.bearerDo(t, http.MethodPost, tc.path, "admin", tc.body)
 		wantRefusal(t, "POST "+tc.path, resp.StatusCode, body, tc.field)
+	}
+}
+
+// The endpoints of issues 28 and 29 (bulk actions, the worker protocol, workspace modules)
+// follow the same rule: deep nesting, numbers numeric cannot hold, NUL and lone surrogates are a
+// 400 naming the field, never a 5xx, and nothing is written.
+func TestNewEndpointBodiesAreCheckedAsSent(t *testing.T) {
+	s := newGuardStack(t, httpapi.SDKAuthConfig{})
+	ws := s.core.env.Workspace(t, 100)
+	wf := slowWorkflow(t, s, ws, "checked")
+	key := s.key(t, ws)
+	nested := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	task := "/v1/sdk/tasks/00000000-0000-0000-0000-000000000000.1/"
+	for _, tc := range []struct{ name, path, body, field string }{
+		{"bulk reason with NUL", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","reason":"a\u0000b"}`, "reason"},
+		{"bulk reason with a lone surrogate", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","reason":"\ud800"}`, "reason"},
+		{"bulk filter nested too deep", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","filter":{"status":` + nested + `}}`, "body: filter.status"},
+		{"bulk huge number", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","filter":{"status":1e131073}}`, "body: filter.status"},
+		{"poll workerId with NUL", "/v1/sdk/tasks/poll", `{"modules":["acme.x"],"workerId":"w\u0000"}`, "workerId"},
+		{"poll max 1e400", "/v1/sdk/tasks/poll", `{"modules":["acme.x"],"max":1e400}`, "max"},
+		{"complete output nested too deep", task + "complete", `{"output":{"a":` + nested + `}}`, "output"},
+		{"complete output 1e131073", task + "complete", `{"output":{"n":1e131073}}`, "output.n"},
+		{"fail message with a lone surrogate", task + "fail", `{"error":{"code":"x","message":"\udc00"}}`, "error.message"},
+		{"heartbeat progress with NUL", task + "heartbeat", `{"progress":"\u0000"}`, "progress"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := eventsIn(t, s)
+			resp, body := s.do(t, key, http.MethodPost, tc.path, tc.body)
+			wantRefusal(t, tc.name, resp.StatusCode, body, tc.field)
+			if after := eventsIn(t, s); after != before {
+				t.Fatalf("the refused request appended %d events", after-before)
+			}
+		})
 	}
 }

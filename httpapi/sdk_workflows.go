@@ -193,7 +193,12 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return fmt.Sprintf("%s: must be %s, not %s", te.Field, withArticle(jsonKind(te.Type.Kind().String())), te.Value)
+		want := jsonKind(te.Type.Kind().String())
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && want == "number" {
+			// A number the field's type cannot hold: too large, or a fraction for a count.
+			return fmt.Sprintf("%s: %.40s is out of range", te.Field, n)
+		}
+		return fmt.Sprintf("%s: must be %s, not %s", te.Field, withArticle(want), te.Value)
 	}
 	if errors.Is(err, workflow.ErrPosition) {
 		return err.Error()

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +12,12 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/apikeys"
+	"github.com/switchyard/switchyard/modules"
+	"github.com/switchyard/switchyard/reactors/executor"
 )
 
 // guardStack is the SDK API on a real database, with the executor and scheduler running, for
@@ -40,6 +45,7 @@ func newGuardStack(t *testing.T, opts httpapi.SDKAuthConfig) *guardStack {
 		Heartbeat: time.Second}).Mount(server.V1)
 	(&httpapi.SDKWorkflows{Cmds: core.env.Cmds, Queries: core.env.Queries, Hub: core.hub, Auth: auth,
 		Heartbeat: time.Second}).Mount(server.V1)
+	(&httpapi.SDKTasks{Tasks: noTasks{}, Auth: auth}).Mount(server.V1)
 	srv := httptest.NewServer(server.Handler())
 	t.Cleanup(srv.Close)
 	return &guardStack{core: core, srv: srv}
@@ -99,4 +105,28 @@ func (s *guardStack) open(t *testing.T, key commands.APIKeyMinted, target string
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// noTasks is a task board with no task on it: the worker protocol's routes answer as for a
+// workspace without workers, so the guard's tests reach them (a body is checked before it).
+type noTasks struct{}
+
+func (noTasks) PollTasks(context.Context, executor.TaskPoll) ([]executor.LeasedTask, error) {
+	return nil, nil
+}
+
+func (noTasks) WaitTasks(_ context.Context, _ executor.TaskPoll, answer func([]executor.LeasedTask, error)) {
+	answer(nil, nil)
+}
+
+func (noTasks) HeartbeatTask(context.Context, executor.TaskCaller, string) (time.Time, bool, error) {
+	return time.Time{}, false, domain.ErrNotFound
+}
+
+func (noTasks) CompleteTask(context.Context, executor.TaskCaller, string, json.RawMessage) (execution.State, error) {
+	return execution.State{}, domain.ErrNotFound
+}
+
+func (noTasks) FailTask(context.Context, executor.TaskCaller, string, *modules.Failure, bool) (execution.State, error) {
+	return execution.State{}, domain.ErrNotFound
 }
