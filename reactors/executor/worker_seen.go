@@ -24,22 +24,47 @@ type WorkerInfo struct {
 	LastPoll time.Time `json:"lastPoll"`
 }
 
+// Bounds of the record of workers: it is kept in memory and listed on a page, and a workspace
+// chooses its worker ids, so neither may grow with them.
+const (
+	// maxWorkersSeen is how many workers of one workspace are recorded at once; the polls of
+	// more still lease tasks, they are only not listed.
+	maxWorkersSeen = 1000
+	// maxWorkersListed is how many Workers returns, the most recent polls first.
+	maxWorkersListed = 200
+	// workerPruneEvery is how often the record forgets silent workers (not on every poll).
+	workerPruneEvery = 5 * time.Second
+)
+
 // sawWorker records a poll of p's worker.
 func (e *Executor) sawWorker(p TaskPoll, _ int) {
 	now := e.opts.Now()
 	b := e.tasks
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.workers[workerKey{p.WorkspaceID, p.WorkerID}] = &workerSeen{modules: p.Modules, lastPoll: now}
-	for k, w := range b.workers { // few workers: forgetting the silent ones as polls come is enough
-		if now.Sub(w.lastPoll) > workerSeenFor {
-			delete(b.workers, k)
+	if now.Sub(b.prunedAt) >= workerPruneEvery {
+		b.prunedAt = now
+		for k, w := range b.workers {
+			if now.Sub(w.lastPoll) > workerSeenFor {
+				delete(b.workers, k)
+				b.workersOf[k.workspace]--
+			}
 		}
 	}
+	k := workerKey{p.WorkspaceID, p.WorkerID}
+	if w, ok := b.workers[k]; ok {
+		w.modules, w.lastPoll = p.Modules, now
+		return
+	}
+	if b.workersOf[p.WorkspaceID] >= maxWorkersSeen {
+		return
+	}
+	b.workers[k] = &workerSeen{modules: p.Modules, lastPoll: now}
+	b.workersOf[p.WorkspaceID]++
 }
 
-// Workers lists the workers that polled this process for workspaceID's tasks in the last
-// minute, with the tasks each holds as far as this process knows (its board follows every
+// Workers lists the workers (at most maxWorkersListed) that polled this process for
+// workspaceID's tasks in the last minute, with the tasks each holds as far as this process knows (its board follows every
 // instance's leases through the log), most recent poll first. The record is this process's:
 // a worker polling another instance shows there (the console asks the instance it is served
 // by).
@@ -62,5 +87,8 @@ func (e *Executor) Workers(workspaceID string) []WorkerInfo {
 		out = append(out, WorkerInfo{WorkerID: k.worker, Modules: w.modules, InFlight: held[k.worker], LastPoll: w.lastPoll})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastPoll.After(out[j].LastPoll) })
+	if len(out) > maxWorkersListed {
+		out = out[:maxWorkersListed]
+	}
 	return out
 }

@@ -65,6 +65,10 @@ type taskBoard struct {
 	leased  map[wsModule]int
 	polls   map[string]map[*taskPoll]struct{} // by workspace
 	workers map[workerKey]*workerSeen
+	// workersOf counts workers by workspace, so one workspace's many worker ids stay bounded.
+	workersOf map[string]int
+	// prunedAt is when silent workers were last forgotten.
+	prunedAt time.Time
 	// modules are the workspace modules read for output checks (taskModule).
 	modules map[wsModule]seenModule
 }
@@ -72,7 +76,7 @@ type taskBoard struct {
 func newTaskBoard() *taskBoard {
 	return &taskBoard{tasks: map[string]*boardTask{}, pending: map[wsModule][]string{}, leased: map[wsModule]int{},
 		polls: map[string]map[*taskPoll]struct{}{}, workers: map[workerKey]*workerSeen{},
-		modules: map[wsModule]seenModule{}}
+		workersOf: map[string]int{}, modules: map[wsModule]seenModule{}}
 }
 
 // taskEvents are the execution events the board follows.
