@@ -77,7 +77,7 @@ type Component struct {
 
 // Control reports whether the scheduler resolves the component itself.
 func (c Component) Control() bool {
-	return c.Module == ModuleTrigger || c.Module == ModuleForEach || c.Module == ModuleRunWorkflow
+	return IsTrigger(c.Module) || c.Module == ModuleForEach || c.Module == ModuleRunWorkflow || c.Module == ModuleWait
 }
 
 // Edge feeds From's output into To's input. Without a mapping an object output is merged into
@@ -211,7 +211,7 @@ func (d Definition) validateHeader() error {
 	case len(d.Description) > MaxDescription:
 		return domain.Invalid("description", "must be at most %d characters", MaxDescription)
 	case len(d.Components) == 0:
-		return domain.Invalid("components", "must hold at least one %s component", ModuleTrigger)
+		return domain.Invalid("components", "must hold at least one trigger component (%s)", triggerList())
 	case len(d.Components) > MaxComponents:
 		return domain.Invalid("components", "must hold at most %d components", MaxComponents)
 	case d.TimeoutMs != 0 && (d.TimeoutMs < MinRunTimeoutMs || d.TimeoutMs > MaxRunTimeoutMs):
@@ -302,6 +302,14 @@ func checkConfig(c Component, check ModuleCheck) error {
 		return domain.Invalid("module", "is required")
 	case ModuleTrigger:
 		return nil
+	case ModuleOnSchedule:
+		return checkScheduleConfig(c.Config)
+	case ModuleOnEvent:
+		return checkEventConfig(c.Config)
+	case ModuleOnWebhook:
+		return checkWebhookConfig(c.Config)
+	case ModuleWait:
+		return checkWaitConfig(c.Config)
 	case ModuleForEach:
 		_, err := ParseForEach(c.Config)
 		return err

@@ -62,27 +62,27 @@ func (g Graph) validate(d Definition) error {
 	triggers := 0
 	for _, id := range g.Order {
 		c := g.Components[id]
-		switch c.Module {
-		case ModuleTrigger:
+		switch {
+		case IsTrigger(c.Module):
 			triggers++
 			if len(g.In[id]) > 0 {
-				return domain.Invalid(componentField(d, id), "an %s trigger cannot have incoming edges", ModuleTrigger)
+				return domain.Invalid(componentField(d, id), "an %s trigger cannot have incoming edges", c.Module)
 			}
-		case ModuleForEach:
+		case c.Module == ModuleForEach:
 			if len(g.In[id]) != 1 {
 				return domain.Invalid(componentField(d, id), "a %s needs exactly one incoming edge: the component whose output holds the array", ModuleForEach)
 			}
 		}
 	}
 	if triggers == 0 {
-		return domain.Invalid("components", "must hold at least one %s component", ModuleTrigger)
+		return domain.Invalid("components", "must hold at least one trigger component (%s)", triggerList())
 	}
 	if cyc := g.cycle(); cyc != "" {
 		return domain.Invalid(componentField(d, cyc), "is part of a cycle; workflows must be acyclic")
 	}
 	reached := map[string]bool{}
 	for _, id := range g.Order {
-		if g.Components[id].Module == ModuleTrigger {
+		if IsTrigger(g.Components[id].Module) {
 			for r := range g.Reachable(id) {
 				reached[r] = true
 			}
@@ -93,7 +93,7 @@ func (g Graph) validate(d Definition) error {
 	}
 	for _, id := range g.Order {
 		if !reached[id] {
-			return domain.Invalid(componentField(d, id), "is not reachable from any %s trigger", ModuleTrigger)
+			return domain.Invalid(componentField(d, id), "is not reachable from any trigger component")
 		}
 	}
 	return g.validateNesting(d)
