@@ -83,3 +83,27 @@ func triggerOf(d workflow.Definition, id string) bool {
 	}
 	return false
 }
+
+// Delivery is one payload for an ON_EVENT or ON_WEBHOOK trigger component: an event sent to
+// POST /v1/sdk/events or a delivery to the component's hook URL.
+type Delivery struct {
+	WorkspaceID string
+	WorkflowID  string
+	TriggerID   string
+	// ID names the delivery (the event's id, the hook delivery's id): delivered twice, it
+	// starts its run once.
+	ID      string
+	Payload json.RawMessage
+}
+
+// deliver hands d to its trigger component: it starts the delivery's run, whose id derives
+// from the delivery. (A component's debounce, when it has one, gathers deliveries here
+// instead.) started is empty when the delivery started no run now.
+func deliver(ctx context.Context, w *Workflows, d Delivery) (started []TriggeredRun, err error) {
+	r, _, err := startRun(ctx, w, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
+		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
+	if err != nil {
+		return nil, err
+	}
+	return []TriggeredRun{r}, nil
+}
