@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
@@ -47,6 +48,9 @@ type ChargedFinish struct {
 	// commit. An item whose window another call opened first is left out and answered
 	// errWindowTaken; the rest of the batch is written.
 	Window *WindowOpening
+	// Step, when set with Create, records the outcome on the execution's run and dispatches
+	// what follows in the same commit (StageStep).
+	Step *StageStep
 }
 
 // errWindowTaken is the result of an item with Window whose window another call opened first:
@@ -82,6 +86,7 @@ func (h *Charges) ChargeAndFinish(ctx context.Context, workspaceID string, items
 // It ends the turn.
 func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	defer held.End()
+	items = slices.Clone(items) // a refused step is taken out of the batch (dropSteps)
 	results := make([]FinishResult, len(items))
 	live := make([]int, len(items)) // the items still in the batch
 	for i := range items {
@@ -99,6 +104,11 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 			// is written alone, so only that one fails.
 			h.oneByOne(ctx, workspaceID, items, live, results)
 			return results, nil
+		}
+		if stream, ok := runConflict(err); ok && dropSteps(items, live, stream) {
+			// The run moved since the scheduler stepped it: write the batch without its step.
+			h.cache.drop(stream)
+			continue
 		}
 		if stream, ok := windowConflict(err); ok {
 			// Another call opened an item's window first: answer it and write the others.
@@ -192,6 +202,9 @@ func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 		if _, ok := windowConflict(err); ok {
 			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
 		}
+		if _, ok := runConflict(err); ok {
+			return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
+		}
 		if isConflict(err) || errors.Is(err, eventstore.ErrIdempotencyConflict) {
 			h.cache.drop(BillingStream(workspaceID))
 			for _, it := range items {
@@ -257,6 +270,8 @@ type chargePlan struct {
 	// windows are the cache windows the batch opens, by stream: the index of the part, and
 	// the window after it.
 	windows map[string]openedWindow
+	// steps are the run steps the batch carries (StageStep).
+	steps []plannedStep
 }
 
 type openedWindow struct {
@@ -318,6 +333,7 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 		charges = append(charges, evs...)
 		if ok {
 			plan.parts, plan.partOf[i], plan.after[i] = append(plan.parts, part), len(plan.parts), next
+			h.planStep(ctx, &plan, i, it, next.state)
 		}
 		if window.Stream != "" {
 			if plan.windows == nil {
@@ -343,6 +359,7 @@ func (h *Charges) chargesWritten(items []ChargedFinish, plan chargePlan, res []e
 		w.after.revision, w.after.exists = res[w.part].NextRevision, true
 		h.cache.put(stream, w.after)
 	}
+	h.stepsWritten(items, plan, res)
 	for i, it := range items {
 		if p := plan.partOf[i]; p > 0 {
 			next := plan.after[i]

@@ -47,6 +47,8 @@ type FirstRun struct {
 	Claim *RequestClaim
 	// Window, when set, opens the call's cache window in that commit (ChargedFinish.Window).
 	Window *WindowOpening
+	// Step, when set, steps the call's run in that commit (ChargedFinish.Step).
+	Step *StageStep
 }
 
 // firstRunOf is the call sub makes, submitted at now, for a runner to run first; false when

@@ -100,9 +100,10 @@ func (d *RunPageStream) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := commands.RunStream(id)
-	watch := d.Hub.Watch(name) // before the state is read: nothing falls in between
+	watch := d.Hub.WatchRecords(name) // before the state is read: nothing falls in between
 	feed := &runFeed{cmds: d.Cmds, stream: name}
 	first, err := feed.advance(r.Context())
+	feed.watch = watch
 	if err == nil && !feed.state.Exists {
 		err = errRunHidden
 	}

@@ -294,9 +294,10 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := commands.RunStream(id)
-	watch := s.Hub.Watch(name) // before the state is read: nothing falls in between
+	watch := s.Hub.WatchRecords(name) // before the state is read: nothing falls in between
 	feed := &runFeed{cmds: s.Cmds, stream: name}
 	first, err := feed.advance(r.Context())
+	feed.watch = watch
 	if err == nil && (!feed.state.Exists || feed.state.WorkspaceID != caller.WorkspaceID) {
 		err = fmt.Errorf("run %s not found: %w", id, domain.ErrNotFound)
 	}
@@ -321,6 +322,9 @@ type runFeed struct {
 	stream string
 	state  run.State
 	next   uint64
+	// watch, once the first read is done, hands the feed the records the log brings, which
+	// it folds without reading them back (fromRecords).
+	watch *livehub.Watch
 }
 
 func (f *runFeed) terminal() bool { return f.state.Status.Terminal() }
@@ -328,8 +332,7 @@ func (f *runFeed) terminal() bool { return f.state.Status.Terminal() }
 func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 	var out []sseMessage
 	from := f.next
-	var err error
-	f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, from, func(rev uint64, ev domain.Event) error {
+	fold := func(rev uint64, ev domain.Event) error {
 		before := f.state.Status
 		f.state.Apply(ev) // the feed owns its state
 		if f.state.Status == before {
@@ -338,14 +341,44 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		var err error
 		out, err = f.appendState(out, rev)
 		return err
-	})
-	if err != nil {
-		return nil, err
+	}
+	if !f.fromRecords(fold) {
+		var err error
+		if f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, f.next, fold); err != nil {
+			return nil, err
+		}
 	}
 	if f.next > from && (len(out) == 0 || out[len(out)-1].revision != f.next-1) {
 		return f.appendState(out, f.next-1)
 	}
 	return out, nil
+}
+
+// fromRecords folds the records the watch kept, when they are the stream's next ones and all
+// of them; false sends the feed to the store for the rest. Records it folded already (read
+// from the store after a nudge) are passed over.
+func (f *runFeed) fromRecords(fold func(uint64, domain.Event) error) bool {
+	if f.watch == nil {
+		return false
+	}
+	recs, complete := f.watch.Records()
+	if !complete {
+		return false
+	}
+	for _, rec := range recs {
+		if rec.Revision < f.next {
+			continue
+		}
+		if rec.Revision != f.next {
+			return false // one is missing: the store has it
+		}
+		ev, err := domain.Events.Decode(rec.Type, rec.Data)
+		if err != nil || fold(rec.Revision, ev) != nil {
+			return false
+		}
+		f.next++
+	}
+	return true
 }
 
 // appendState adds a message of the state folded so far, reached at revision rev.

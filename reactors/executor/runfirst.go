@@ -126,7 +126,7 @@ func (e *Executor) recordFirst(ctx context.Context, run commands.FirstRun, out j
 	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
 		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
 		Outcome: commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage},
-		Create:  run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim, Window: run.Window})
+		Create:  run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim, Window: run.Window, Step: run.Step})
 	if err != nil || !res.Recorded {
 		return st, false
 	}

@@ -1,10 +1,12 @@
 // Package livehub fans the event log out to the requests of this process that wait on one
 // stream: SSE connections and submits with waitForMs. One subscription per process feeds it.
 //
-// A watcher is only told that its stream changed, never what changed: it folds the stream
-// from the event store, which is authoritative. So a slow watcher loses nothing (notices
-// coalesce), and a watcher that registers before reading the current state cannot miss an
-// update between the two.
+// A watcher is told that its stream changed; one that asks (WatchRecords) is also handed the
+// stream's records as the log brings them, up to a bound, so that it need not read them back
+// from the store. Whenever that is not the whole story (the bound was passed, or a writer
+// nudged the stream ahead of the log) it folds the stream from the event store, which is
+// authoritative. So a slow watcher loses nothing (notices coalesce), and a watcher that
+// registers before reading the current state cannot miss an update between the two.
 package livehub
 
 import (
@@ -44,12 +46,28 @@ type Watch struct {
 	c      chan struct{}
 	hub    *Hub
 	stream string
+
+	// keep: the watch holds the records the log brings (WatchRecords), in recs, until
+	// Records takes them; partial once they are not all that happened since.
+	keep    bool
+	mu      sync.Mutex
+	recs    []eventstore.RecordedEvent
+	partial bool
 }
 
+// maxKept bounds the records a watch holds between two Records: a run's step writes a few
+// at a time, and a watcher that falls further behind reads the store instead.
+const maxKept = 32
+
 // Watch registers interest in stream; call it before reading the stream's current state.
-func (h *Hub) Watch(stream string) *Watch {
+func (h *Hub) Watch(stream string) *Watch { return h.watch(stream, false) }
+
+// WatchRecords is Watch for a watcher that also takes the stream's records (Records).
+func (h *Hub) WatchRecords(stream string) *Watch { return h.watch(stream, true) }
+
+func (h *Hub) watch(stream string, keep bool) *Watch {
 	c := make(chan struct{}, 1)
-	w := &Watch{C: c, c: c, hub: h, stream: stream}
+	w := &Watch{C: c, c: c, hub: h, stream: stream, keep: keep}
 	h.mu.Lock()
 	set := h.watchers[stream]
 	if set == nil {
@@ -59,6 +77,31 @@ func (h *Hub) Watch(stream string) *Watch {
 	set[w] = struct{}{}
 	h.mu.Unlock()
 	return w
+}
+
+// Records takes the records the log brought since the last call, in log order; complete is
+// false when they are not everything that may have happened since (too many came, or a writer
+// nudged the stream ahead of the log): the watcher then reads the store.
+func (w *Watch) Records() (recs []eventstore.RecordedEvent, complete bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	recs, complete = w.recs, !w.partial
+	w.recs, w.partial = nil, false
+	return recs, complete
+}
+
+// add keeps rec for Records (nil: a nudge with no record).
+func (w *Watch) add(rec *eventstore.RecordedEvent) {
+	if !w.keep {
+		return
+	}
+	w.mu.Lock()
+	if rec == nil || len(w.recs) >= maxKept {
+		w.recs, w.partial = nil, true
+	} else {
+		w.recs = append(w.recs, *rec)
+	}
+	w.mu.Unlock()
 }
 
 // Close unregisters the watch at once, freeing it.
@@ -88,10 +131,14 @@ func (h *Hub) Watchers() int {
 // Notify tells the watchers of stream that it may have changed. The log tells them of every
 // change anyway; a writer in this process calls it to have them look at once, ahead of the
 // log's tail (the scheduler when a run ends).
-func (h *Hub) Notify(stream string) {
+func (h *Hub) Notify(stream string) { h.notify(stream, nil) }
+
+// notify wakes stream's watchers, handing rec to those that keep records.
+func (h *Hub) notify(stream string, rec *eventstore.RecordedEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watchers[stream] {
+		w.add(rec)
 		select {
 		case w.c <- struct{}{}:
 		default: // a notice is pending already
@@ -111,7 +158,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	}
 	go func() {
 		for ev := range events {
-			h.Notify(ev.Stream)
+			h.notify(ev.Stream, &ev)
 		}
 	}()
 	return nil

@@ -102,3 +102,87 @@ func TestStartAfterStopIsClean(t *testing.T) {
 		t.Fatalf("start with an ended context = %v, want nil", err)
 	}
 }
+
+// waitRecords waits until the watch has been told of n records since the last Records, and
+// returns them.
+func waitRecords(t *testing.T, w *livehub.Watch, n int) ([]eventstore.RecordedEvent, bool) {
+	t.Helper()
+	var got []eventstore.RecordedEvent
+	deadline := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case <-w.C:
+			recs, complete := w.Records()
+			if !complete {
+				return nil, false
+			}
+			got = append(got, recs...)
+		case <-deadline:
+			t.Fatalf("%d of %d records came", len(got), n)
+		}
+	}
+	return got, true
+}
+
+func TestWatchRecordsHandsOverTheLogsRecordsInOrder(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, plain := hub.WatchRecords("thing-a"), hub.Watch("thing-a")
+	defer w.Close()
+	defer plain.Close()
+	for range 3 {
+		appendTo(t, env.Store, "thing-a")
+	}
+	recs, complete := waitRecords(t, w, 3)
+	if !complete {
+		t.Fatal("three records within the bound were reported incomplete")
+	}
+	for i, rec := range recs {
+		if rec.Stream != "thing-a" || rec.Revision != uint64(i) || string(rec.Data) != `{}` {
+			t.Fatalf("record %d: %+v", i, rec)
+		}
+	}
+	if recs, _ := plain.Records(); len(recs) != 0 {
+		t.Fatalf("a plain watch kept %d records", len(recs))
+	}
+
+	// A nudge ahead of the log is not a record: the watcher must read the store.
+	hub.Notify("thing-a")
+	<-w.C
+	if _, complete := w.Records(); complete {
+		t.Fatal("records after a nudge were reported complete")
+	}
+	if _, complete := w.Records(); !complete {
+		t.Fatal("an empty take after the nudge was taken is not complete")
+	}
+}
+
+func TestWatchRecordsPastTheBoundAreIncomplete(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, after := hub.WatchRecords("thing-a"), hub.Watch("thing-b")
+	defer w.Close()
+	defer after.Close()
+	for range 40 { // more than a watch keeps
+		appendTo(t, env.Store, "thing-a")
+	}
+	appendTo(t, env.Store, "thing-b") // the hub hands records on in log order
+	select {
+	case <-after.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher of thing-b heard nothing")
+	}
+	if recs, complete := w.Records(); complete {
+		t.Fatalf("40 records were kept whole past the bound (%d kept)", len(recs))
+	}
+}

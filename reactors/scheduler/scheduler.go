@@ -347,11 +347,17 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 		}
 		return
 	}
+	s.stepped(ctx, &st, dispatched)
+}
+
+// stepped follows a step written, here or in a stage's charge commit (StageStep): it tells
+// Ended of a run that ended and starts the stages the step dispatched.
+func (s *Scheduler) stepped(ctx context.Context, st *run.State, dispatched []run.Stage) {
 	if s.opts.Ended != nil && st.Status.Terminal() {
-		s.opts.Ended(runID)
+		s.opts.Ended(st.ID)
 	}
-	if err := s.submit(ctx, &st, dispatched); err != nil && ctx.Err() == nil {
-		log.WithError(err).Warn("cannot submit stage executions; the sweep will retry")
+	if err := s.submit(ctx, st, dispatched); err != nil && ctx.Err() == nil {
+		s.log.WithField("runId", st.ID).WithError(err).Warn("cannot submit stage executions; the sweep will retry")
 	}
 }
 
@@ -401,16 +407,35 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) error {
 	if r := s.opts.Runner; r != nil && r.Running() {
 		if first, ok := s.cmds.StageFirstRun(st, stage, r.Worker()); ok {
+			if alone(st, stage) {
+				first.Step = &commands.StageStep{RunID: st.ID}
+			}
 			if end, ok := r.TryRunFirst(ctx, first); ok && end.Status.Terminal() {
 				s.mu.Lock()
 				remember(s.settled, end.ID)
 				s.mu.Unlock()
-				s.enqueue(ctx, st.ID, factsOf(end)...)
+				if first.Step != nil && first.Step.Written {
+					s.stepped(ctx, &first.Step.After, first.Step.Dispatched)
+					return nil
+				}
+				s.enqueue(ctx, st.ID, run.FactsOf(end)...)
 				return nil
 			}
 		}
 	}
 	return s.cmds.Workflows.SubmitStage(ctx, st, stage)
+}
+
+// alone reports whether stage is the only stage of st in flight: its outcome's step can then
+// go into its charge commit (StageStep), for no other outcome of the run can be stepped
+// meanwhile (the run's worker waits for this one).
+func alone(st *run.State, stage run.Stage) bool {
+	for _, other := range st.Stages {
+		if other.ID != stage.ID && !other.Status.Terminal() {
+			return false
+		}
+	}
+	return true
 }
 
 // sweep reconciles unfinished runs unchanged since before with their stage executions.
@@ -468,31 +493,8 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 		if err != nil {
 			return err
 		}
-		facts = append(facts, factsOf(ex)...)
+		facts = append(facts, run.FactsOf(ex)...)
 	}
 	s.enqueue(ctx, runID, facts...)
 	return nil
-}
-
-// factsOf is what an execution's state says about its stage. An ended execution also says
-// which attempt it started last: a sweep that finds it ended before the live feed delivered
-// its Started events must not leave the stage at an earlier attempt, since the stage is
-// terminal once the end is recorded and later Started facts are ignored.
-func factsOf(ex execution.State) []run.Fact {
-	started := run.Fact{ExecutionID: ex.ID, Kind: run.FactStarted, Attempt: ex.Attempt, At: ex.UpdatedAt}
-	f := started
-	switch ex.Status {
-	case execution.StatusRunning:
-		return []run.Fact{started}
-	case execution.StatusCompleted:
-		f.Kind, f.Output, f.Usage = run.FactCompleted, ex.Output, ex.TotalUsage
-	case execution.StatusFailed:
-		f.Kind, f.Error = run.FactFailed, ex.Error
-	default:
-		return nil
-	}
-	if ex.Attempt == 0 {
-		return []run.Fact{f} // ended without starting (cancelled or refused while queued)
-	}
-	return []run.Fact{started, f}
 }
