@@ -170,42 +170,59 @@ func (h *RunQueues) Settle(ctx context.Context, id string, ended []string) ([]st
 		if err != nil || !q.exists {
 			return nil, err
 		}
-		parts, admitted, err := h.decideSettle(ctx, q, ended)
-		if err != nil || len(parts) == 0 {
+		d, err := h.decideSettle(ctx, q, ended)
+		if err != nil || len(d.parts) == 0 {
 			return nil, err
 		}
-		_, err = h.store.AppendMulti(ctx, parts...)
+		res, err := h.store.AppendMulti(ctx, d.parts...)
 		if isConflict(err) && attempt < maxConflictRetries {
 			continue
 		}
 		if err != nil {
 			return nil, wrap("settle queue "+id, err)
 		}
-		h.cache.drop(stream) // read on from the store next time: cheap, and never stale
-		for _, r := range admitted {
-			h.cache.drop(RunStream(r))
+		// What was appended is known: the next settle and the admitted runs' first steps read
+		// on from here instead of from the start of their streams.
+		for _, e := range d.queueEvents {
+			q.state = q.state.Evolve(e)
 		}
-		return admitted, nil
+		h.cache.put(stream, loaded[run.Queue]{state: q.state, revision: res[0].NextRevision, exists: true})
+		for i, r := range d.runs {
+			for _, e := range d.runEvents[i] {
+				r.state.Apply(e)
+			}
+			h.cache.put(RunStream(r.state.ID), loaded[run.State]{state: r.state, revision: res[i+1].NextRevision, exists: true})
+		}
+		return d.admitted, nil
 	}
 }
 
-// decideSettle is Settle's decision on queue q as read: the parts of its append and the runs
-// it admits. The runs it would admit are read first: one that ended meanwhile (its end not yet
-// settled) leaves instead, and the queue is decided again.
-func (h *RunQueues) decideSettle(ctx context.Context, q loaded[run.Queue], ended []string) ([]eventstore.StreamAppend, []string, error) {
+// settlement is what one settle appends: the queue's events, then each admitted run's.
+type settlement struct {
+	parts       []eventstore.StreamAppend
+	queueEvents []domain.Event
+	runs        []loaded[run.State]
+	runEvents   [][]domain.Event
+	admitted    []string
+}
+
+// decideSettle is Settle's decision on queue q as read. The runs it would admit are read first:
+// one that ended meanwhile (its end not yet settled) leaves instead, and the queue is decided
+// again.
+func (h *RunQueues) decideSettle(ctx context.Context, q loaded[run.Queue], ended []string) (settlement, error) {
 	now := h.now()
 	left := slices.Clone(ended)
 	for range len(q.state.Waiting) + 1 {
 		events, admit := run.DecideQueue(q.state, left, now)
 		if len(events) == 0 {
-			return nil, nil, nil
+			return settlement{}, nil
 		}
-		var parts []eventstore.StreamAppend
+		d := settlement{queueEvents: events, admitted: admit}
 		dead := false
 		for _, rid := range admit {
 			r, err := load(ctx, h, RunStream(rid), runAgg)
 			if err != nil {
-				return nil, nil, err
+				return settlement{}, err
 			}
 			adm := run.DecideAdmit(r.state, now)
 			if len(adm) == 0 {
@@ -214,18 +231,20 @@ func (h *RunQueues) decideSettle(ctx context.Context, q loaded[run.Queue], ended
 			}
 			data, err := encodeEvents(ctx, adm)
 			if err != nil {
-				return nil, nil, err
+				return settlement{}, err
 			}
-			parts = append(parts, eventstore.StreamAppend{Stream: RunStream(rid), Expected: r.expected(), Events: data})
+			d.parts = append(d.parts, eventstore.StreamAppend{Stream: RunStream(rid), Expected: r.expected(), Events: data})
+			d.runs, d.runEvents = append(d.runs, r), append(d.runEvents, adm)
 		}
 		if dead {
 			continue
 		}
 		data, err := encodeEvents(ctx, events)
 		if err != nil {
-			return nil, nil, err
+			return settlement{}, err
 		}
-		return append([]eventstore.StreamAppend{{Stream: QueueStream(q.state.ID), Expected: q.expected(), Events: data}}, parts...), admit, nil
+		d.parts = append([]eventstore.StreamAppend{{Stream: QueueStream(q.state.ID), Expected: q.expected(), Events: data}}, d.parts...)
+		return d, nil
 	}
-	return nil, nil, nil
+	return settlement{}, nil
 }

@@ -86,6 +86,8 @@ func (s *Scheduler) settleWaiting(ctx context.Context) {
 			}
 			continue
 		}
-		s.settle(ctx, id, ended...)
+		if len(ended) > 0 || len(q.Running) < q.Limit {
+			s.settle(ctx, id, ended...) // a full queue none of whose runs ended has nothing to settle
+		}
 	}
 }
