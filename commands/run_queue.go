@@ -248,3 +248,46 @@ func (h *RunQueues) decideSettle(ctx context.Context, q loaded[run.Queue], ended
 	}
 	return settlement{}, nil
 }
+
+// Repair puts right what a store whose multi-stream appends are not atomic (KurrentDB,
+// docs/kurrentdb.md) can leave behind when a process dies between the parts of one: a run
+// waiting for queue id that never joined it (it joins now, at the end of the line), and a run
+// the queue admitted whose RunAdmitted is missing (appended now). waiting are the runs the
+// read model shows waiting in the queue, read before the queue is: a run it shows has its
+// trigger, and on PostgreSQL its join, in the log. It returns the runs admitted, for the caller
+// to step; the caller settles the queue after.
+func (h *RunQueues) Repair(ctx context.Context, id string, waiting []string) ([]string, error) {
+	q, err := load(ctx, h, QueueStream(id), queueAgg)
+	if err != nil {
+		return nil, err
+	}
+	var admitted []string
+	for _, rid := range waiting {
+		if slices.Contains(q.state.Waiting, rid) {
+			continue
+		}
+		r, err := load(ctx, h, RunStream(rid), runAgg)
+		if err != nil {
+			return admitted, err
+		}
+		if slices.Contains(q.state.Running, rid) {
+			adm := run.DecideAdmit(r.state, h.now())
+			if len(adm) == 0 {
+				continue // the read model is behind: it was admitted
+			}
+			if _, err := appendEvents(ctx, h, RunStream(rid), r.expected(), adm); err != nil && !isConflict(err) {
+				return admitted, err
+			}
+			admitted = append(admitted, rid)
+			continue
+		}
+		join, ok := run.RejoinQueue(r.state, h.now())
+		if !ok || join.QueueID != id {
+			continue
+		}
+		if _, err := appendEvents(ctx, h, QueueStream(id), eventstore.Any(), []domain.Event{join}); err != nil {
+			return admitted, err
+		}
+	}
+	return admitted, nil
+}

@@ -114,3 +114,13 @@ func (q *Queries) EndedRuns(ctx context.Context, ids []string) ([]string, error)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// WaitingRuns lists up to limit runs waiting in concurrency queue id, in trigger order.
+func (q *Queries) WaitingRuns(ctx context.Context, id string, limit int) ([]string, error) {
+	rows, err := q.db.Query(ctx, `SELECT id::text FROM runs WHERE queue_id = $1 AND status = 'CREATED'
+		ORDER BY created_at LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

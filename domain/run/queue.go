@@ -113,6 +113,17 @@ func JoinQueue(t Triggered) (QueueJoined, bool) {
 		RunID: t.RunID, Limit: c.Limit, At: t.At}, true
 }
 
+// RejoinQueue is the QueueJoined of a waiting run whose join was lost (a store whose
+// multi-stream append is not atomic wrote its trigger and not its join): it joins at the end
+// of the line. ok is false for a run that does not wait.
+func RejoinQueue(s State, now time.Time) (QueueJoined, bool) {
+	if !s.Exists || !s.Waiting() {
+		return QueueJoined{}, false
+	}
+	return QueueJoined{QueueID: s.QueueID, WorkflowID: s.WorkflowID, Key: s.ConcurrencyKey, RunID: s.ID,
+		Limit: s.Definition.Concurrency.Limit, At: now.UTC()}, true
+}
+
 // DecideQueue frees the slots of the runs in left that ended (and takes those still waiting
 // out of the line), then admits waiting runs in order while fewer than the limit hold a slot.
 // It returns the queue's events and the runs admitted, each of which gets its Admitted in the

@@ -2,6 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"slices"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/run"
 )
 
 // Concurrency queues (docs/workflows.md, "Concurrency per key"). A run of a definition with a
@@ -62,7 +67,8 @@ func (s *Scheduler) settleWork(ctx context.Context, id string) {
 // settleWaiting settles every queue a run waits in, freeing the slots of the runs the read
 // model shows ended: a lead that takes over learns of ends it did not see, and a settle lost
 // to an error is done again. The read model is never ahead of the log, so a run it shows
-// ended has; one it does not show yet is freed by a later sweep.
+// ended has; one it does not show yet is freed by a later sweep. It also repairs what a store
+// without atomic multi-stream appends may leave (commands.RunQueues.Repair).
 func (s *Scheduler) settleWaiting(ctx context.Context) {
 	ids, err := s.queries.WaitingQueues(ctx, maxWaitingQueues)
 	if err != nil {
@@ -72,22 +78,42 @@ func (s *Scheduler) settleWaiting(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		q, err := s.cmds.RunQueues.Queue(ctx, id)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.WithError(err).WithField("queueId", id).Warn("cannot read a concurrency queue")
-			}
-			continue
-		}
-		ended, err := s.queries.EndedRuns(ctx, q.Running)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.WithError(err).WithField("queueId", id).Warn("cannot read the runs of a concurrency queue")
-			}
-			continue
-		}
-		if len(ended) > 0 || len(q.Running) < q.Limit {
-			s.settle(ctx, id, ended...) // a full queue none of whose runs ended has nothing to settle
+		if err := s.settleQueue(ctx, id); err != nil && ctx.Err() == nil {
+			s.log.WithError(err).WithField("queueId", id).Warn("cannot settle a concurrency queue; the next sweep will retry")
 		}
 	}
+}
+
+// maxWaitingRuns bounds the waiting runs of one queue a sweep compares with the queue.
+const maxWaitingRuns = 1000
+
+func (s *Scheduler) settleQueue(ctx context.Context, id string) error {
+	waiting, err := s.queries.WaitingRuns(ctx, id, maxWaitingRuns) // before the queue: see Repair
+	if err != nil {
+		return err
+	}
+	q, err := s.cmds.RunQueues.Queue(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		q = run.Queue{} // no run of the key joined: a lost join, repaired below
+	} else if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(waiting, func(r string) bool { return !slices.Contains(q.Waiting, r) }) {
+		admitted, err := s.cmds.RunQueues.Repair(ctx, id, waiting)
+		for _, runID := range admitted {
+			s.enqueue(ctx, runID)
+		}
+		if err != nil {
+			return err
+		}
+		s.settle(ctx, id)
+	}
+	ended, err := s.queries.EndedRuns(ctx, q.Running)
+	if err != nil {
+		return err
+	}
+	if len(ended) > 0 || len(q.Running) < q.Limit {
+		s.settle(ctx, id, ended...) // a full queue none of whose runs ended has nothing to settle
+	}
+	return nil
 }
