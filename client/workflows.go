@@ -47,10 +47,21 @@ type Run struct {
 	ParentRunID   *string `json:"parentRunId"`
 	ParentStageID *string `json:"parentStageId"`
 	// RerunOf is the run this one re-runs (RerunRun); nil for other runs.
-	RerunOf   *string    `json:"rerunOf,omitempty"`
-	CreatedAt time.Time  `json:"createdAt"`
-	UpdatedAt time.Time  `json:"updatedAt"`
-	RunStages []RunStage `json:"runStages"`
+	RerunOf *string `json:"rerunOf,omitempty"`
+	// ConcurrencyKey is the run's key when its workflow has a concurrency; nil otherwise.
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+	// WaitingFor is set while a CREATED run waits for a slot of its concurrency key.
+	WaitingFor *RunWaitingFor `json:"waitingFor,omitempty"`
+	CreatedAt  time.Time      `json:"createdAt"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
+	RunStages  []RunStage     `json:"runStages"`
+}
+
+// RunWaitingFor says what a CREATED run waits for: a slot of its concurrency key, at most
+// Limit runs of which run at once.
+type RunWaitingFor struct {
+	ConcurrencyKey string `json:"concurrencyKey"`
+	Limit          int    `json:"limit"`
 }
 
 // Terminal reports whether the run has ended.

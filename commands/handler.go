@@ -54,6 +54,8 @@ type Commands struct {
 	Billing *Billing
 	// Workflows holds workflow definitions and their runs.
 	Workflows *Workflows
+	// RunQueues holds the concurrency queues of runs: slots freed and runs admitted.
+	RunQueues *RunQueues
 	// Bulks holds bulk actions on runs of a workflow.
 	Bulks *Bulks
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
@@ -107,6 +109,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},
 		Billing:    billing,
 		Workflows:  workflows,
+		RunQueues:  &RunQueues{core: c},
 		Bulks:      &Bulks{core: c, workflows: workflows},
 		Workspaces: workspaces,
 		Modules:    mods,

@@ -66,6 +66,12 @@ type Workflows struct {
 	catalog *Modules
 }
 
+// RunQueues holds the concurrency queues of workflow runs, one per workflow and key
+// (run_queue.go): the scheduler settles them as runs of a key are triggered and end.
+type RunQueues struct {
+	*core
+}
+
 // Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
 // Workflows.
 type Bulks struct {

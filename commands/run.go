@@ -58,8 +58,12 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if err != nil {
 		return nil, err
 	}
+	key, err := concurrencyKey(ctx, wf.Definition, c.Input)
+	if err != nil {
+		return nil, err // before any run or key binding is written
+	}
 	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
-		return h.startRuns(ctx, c, wf, bound, err)
+		return h.startRuns(ctx, c, wf, key, bound, err)
 	}
 	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return nil, err
@@ -68,7 +72,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if c.IdempotencyKey != "" {
 		planned, err = h.bindTriggerKey(ctx, c, planned)
 	}
-	return h.startRuns(ctx, c, wf, planned, err)
+	return h.startRuns(ctx, c, wf, key, planned, err)
 }
 
 // plannedRuns gives each ON_API_CALLED component of d a new run.
@@ -85,15 +89,15 @@ func plannedRuns(d workflow.Definition) []run.KeyedRun {
 
 // startRuns appends the trigger of each run that does not exist yet: a run a keyed trigger
 // bound but did not start (it stopped between the two) is started by the next one.
-func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflow.State, runs []run.KeyedRun, err error) ([]TriggeredRun, error) {
+func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflow.State, key string, runs []run.KeyedRun, err error) ([]TriggeredRun, error) {
 	if err != nil {
 		return nil, err
 	}
 	out := []TriggeredRun{}
 	for _, r := range runs {
 		comp := r.TriggerID
-		_, _, err := executeCached(ctx, h, RunStream(r.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
-			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, edgeCondition(ctx), h.now())
+		_, err := triggerRun(ctx, h, r.RunID, func(s run.State) ([]domain.Event, error) {
+			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, key, edgeCondition(ctx), h.now())
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 			return out, wrap("trigger workflow", err)

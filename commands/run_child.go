@@ -70,7 +70,10 @@ func startChild(ctx context.Context, h *Workflows, r *run.State, st run.Stage) e
 			break
 		}
 	}
-	_, _, err = executeFold(ctx, h, RunStream(st.ChildRunID), runAgg, func(s run.State) ([]domain.Event, error) {
+	if c.ConcurrencyKey, err = concurrencyKey(ctx, wf.Definition, r.StageInput(st)); err != nil {
+		return failChildStage(ctx, h, r, st, run.ChildKeyFailure(st, err))
+	}
+	_, err = triggerRun(ctx, h, st.ChildRunID, func(s run.State) ([]domain.Event, error) {
 		return run.DecideChildTrigger(s, r, st, c, edgeCondition(ctx), h.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {

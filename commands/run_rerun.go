@@ -39,7 +39,12 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	if err != nil {
 		return TriggeredRun{}, err
 	}
-	r := run.Rerun{FromStage: c.FromStage, Input: c.Input, Iteration: c.Iteration}
+	r := run.Rerun{FromStage: c.FromStage, Input: c.Input, Iteration: c.Iteration, ConcurrencyKey: orig.ConcurrencyKey}
+	if len(c.Input) > 0 {
+		if r.ConcurrencyKey, err = concurrencyKey(ctx, orig.Definition, c.Input); err != nil {
+			return TriggeredRun{}, err
+		}
+	}
 	id := c.NewRunID
 	if id == "" {
 		id = uuid.NewString()
@@ -51,7 +56,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	if err := h.checkBalance(ctx, orig.WorkspaceID, rerunCost(h.catalog.price(ctx, orig.WorkspaceID), planned[0].(run.Triggered))); err != nil {
 		return TriggeredRun{}, err
 	}
-	st, _, err := executeFold(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
+	st, err := triggerRun(ctx, h, id, func(s run.State) ([]domain.Event, error) {
 		if s.Exists {
 			return nil, domain.ErrAlreadyExists
 		}

@@ -56,11 +56,15 @@ func startRun(ctx context.Context, w *Workflows, c StartRun) (TriggeredRun, bool
 	if !triggerOf(wf.Definition, c.TriggerID) {
 		return started, false, fmt.Errorf("start run: component %q of workflow %s is not a trigger: %w", c.TriggerID, c.WorkflowID, domain.ErrNotFound)
 	}
+	key, err := concurrencyKey(ctx, wf.Definition, c.Input)
+	if err != nil {
+		return started, false, err
+	}
 	if err := w.checkBalance(ctx, c.WorkspaceID, passCost(w.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return started, false, err
 	}
-	_, _, err = executeCached(ctx, w, RunStream(c.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
-		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, edgeCondition(ctx), w.now())
+	_, err = triggerRun(ctx, w, c.RunID, func(s run.State) ([]domain.Event, error) {
+		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, key, edgeCondition(ctx), w.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {
 		return started, false, nil

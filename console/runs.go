@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -150,6 +151,8 @@ func (c *Console) showRun(q *request, status int, errText string, form rerunForm
 		notice = "The run had already finished: there was nothing to cancel."
 	case q.r.URL.Query().Get("rerun") == "1":
 		notice = "A re-run of run " + st.RerunOf + "."
+	case st.Waiting():
+		notice = waitingNotice(&st)
 	}
 	c.renderView(q, status, "run", "Run "+st.ID, data, notice, errText)
 }
@@ -219,4 +222,11 @@ func (c *Console) runDetail(w http.ResponseWriter, r *http.Request) {
 	d := runGraphDetail(&st)
 	d.Duration = c.runDuration(&st)
 	httperr.JSON(w, http.StatusOK, d)
+}
+
+// waitingNotice says why a CREATED run has not started: it waits for a slot of its
+// concurrency key.
+func waitingNotice(st *run.State) string {
+	return fmt.Sprintf("Waiting for a slot: at most %d run(s) with concurrency key “%s” run at once; this one starts when one of them ends, in trigger order.",
+		st.Definition.Concurrency.Limit, st.ConcurrencyKey)
 }

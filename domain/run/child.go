@@ -66,13 +66,15 @@ type ChildTrigger struct {
 	WorkflowID string
 	TriggerID  string
 	Definition workflow.Definition
+	// ConcurrencyKey is what Definition's concurrency key gave for the stage's input.
+	ConcurrencyKey string
 }
 
 // DecideChildTrigger starts the child run of RUN_WORKFLOW stage st of parent, with the stage's
 // input as its trigger body; a child already started is domain.ErrAlreadyExists.
 func DecideChildTrigger(s State, parent *State, st Stage, c ChildTrigger, when Condition, now time.Time) ([]domain.Event, error) {
 	events, err := DecideTrigger(s, st.ChildRunID, parent.WorkspaceID, c.WorkflowID, parent.APIKeyID, c.TriggerID,
-		c.Definition, parent.StageInput(st), when, now)
+		c.Definition, parent.StageInput(st), c.ConcurrencyKey, when, now)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +102,15 @@ func ChildFacts(child *State) []Fact {
 	}
 	return []Fact{started, end}
 }
+
+// ChildKeyFailure is the failure of a RUN_WORKFLOW stage whose input the child workflow's
+// concurrency key cannot be evaluated over.
+func ChildKeyFailure(st Stage, err error) json.RawMessage {
+	return failure(CodeChildKey, fmt.Sprintf("the child workflow's concurrency key: %v", err), st.ID)
+}
+
+// CodeChildKey is the error code of a RUN_WORKFLOW stage whose child's concurrency key failed.
+const CodeChildKey = "concurrency_key"
 
 // ChildWorkflowGone is the failure of a RUN_WORKFLOW stage whose workflow was deleted after
 // the parent's workflow was saved.

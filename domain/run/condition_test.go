@@ -140,7 +140,7 @@ func TestConditionsInsideALoopBodyDecidePerIteration(t *testing.T) {
 // A replay folds the recorded answers: the events say which edges were taken, so a fold of the
 // stored log gives the same run whatever the conditions would say now.
 func TestConditionsAreRecordedForReplay(t *testing.T) {
-	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", def(t, branches), json.RawMessage(`{"left": true}`), cond, t0)
+	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", def(t, branches), json.RawMessage(`{"left": true}`), "", cond, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,9 @@ import (
 type Condition func(e workflow.Edge, output, trigger json.RawMessage) bool
 
 // DecideTrigger starts a run of def from its trigger component triggerID; when decides the
-// conditions of the edges out of the trigger.
-func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID string, def workflow.Definition, input json.RawMessage, when Condition, now time.Time) ([]domain.Event, error) {
+// conditions of the edges out of the trigger. key is what def's concurrency key gave for input
+// (ignored when def has no concurrency).
+func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID string, def workflow.Definition, input json.RawMessage, key string, when Condition, now time.Time) ([]domain.Event, error) {
 	if s.Exists {
 		return nil, domain.ErrAlreadyExists
 	}
@@ -29,8 +30,12 @@ func DecideTrigger(s State, runID, workspaceID, workflowID, apiKeyID, triggerID 
 		input = json.RawMessage(`{}`)
 	}
 	conds := conditions(def.Graph().Out[triggerID], input, input, when)
-	return []domain.Event{Triggered{RunID: runID, WorkflowID: workflowID, WorkspaceID: workspaceID, APIKeyID: apiKeyID,
-		TriggerID: triggerID, Definition: def, Input: input, Conditions: conds, At: now.UTC()}}, nil
+	t := Triggered{RunID: runID, WorkflowID: workflowID, WorkspaceID: workspaceID, APIKeyID: apiKeyID,
+		TriggerID: triggerID, Definition: def, Input: input, Conditions: conds, At: now.UTC()}
+	if def.Concurrency != nil {
+		t.ConcurrencyKey = key
+	}
+	return []domain.Event{t}, nil
 }
 
 // conditions evaluates the `when` of the conditional edges among out; nil when there is none.
@@ -70,7 +75,7 @@ func DecideCancel(s State, reason string, now time.Time) ([]domain.Event, error)
 	return []domain.Event{
 		CancelRequested{RunID: s.ID, Reason: reason, At: now.UTC()},
 		Finished{RunID: s.ID, Status: StatusFailed, Error: failure("canceled", msg, ""),
-			Abort: failure("canceled", "the run was canceled before this stage finished", ""), At: now.UTC()},
+			Abort: failure("canceled", "the run was canceled before this stage finished", ""), QueueID: s.QueueID, At: now.UTC()},
 	}, nil
 }
 
@@ -121,6 +126,10 @@ func Step(s State, facts []Fact, when Condition, now time.Time) ([]domain.Event,
 		if e == nil {
 			break
 		}
+		if f, ok := e.(Finished); ok {
+			f.QueueID = c.QueueID // its end frees its queue's slot
+			e = f
+		}
 		c.Apply(e)
 		events = append(events, e)
 		if d, ok := e.(StagesDispatched); ok {
@@ -165,6 +174,9 @@ func (s *State) advance(now time.Time) domain.Event {
 	}
 	if d := s.Deadline(); !d.IsZero() && !now.Before(d) {
 		return s.timedOut(now)
+	}
+	if s.Waiting() {
+		return nil // held CREATED until its concurrency queue admits it
 	}
 	if e := s.failLoops(now); e != nil {
 		return e

@@ -115,7 +115,7 @@ func TestGatherAfterForEach(t *testing.T) {
 // assertReplays folds the decoded log after the trigger onto the trigger's state and compares.
 func assertReplays(t *testing.T, want run.State, log []domain.Event) {
 	t.Helper()
-	events, _ := run.DecideTrigger(run.State{}, want.ID, want.WorkspaceID, want.WorkflowID, "", want.TriggerID, want.Definition, want.Input, cond, t0)
+	events, _ := run.DecideTrigger(run.State{}, want.ID, want.WorkspaceID, want.WorkflowID, "", want.TriggerID, want.Definition, want.Input, "", cond, t0)
 	assertFolds(t, want, append(events, log...))
 }
 

@@ -31,6 +31,9 @@ type Rerun struct {
 	// Iteration, when set, restarts only that iteration of FromStage, a top-level FOR_EACH:
 	// its other iterations that completed are copied.
 	Iteration *int
+	// ConcurrencyKey is what the definition's concurrency key gave for the re-run's input,
+	// when it has a concurrency.
+	ConcurrencyKey string
 }
 
 // DecideRerun starts run newRunID of the definition orig ran, reusing the stages of orig that
@@ -57,6 +60,9 @@ func DecideRerun(orig State, newRunID, apiKeyID string, r Rerun, when Condition,
 	ev := Triggered{RunID: newRunID, WorkflowID: orig.WorkflowID, WorkspaceID: orig.WorkspaceID, APIKeyID: apiKeyID,
 		TriggerID: orig.TriggerID, Definition: orig.Definition, Input: input, RerunOf: orig.ID,
 		Conditions: conditions(orig.graph.Out[orig.TriggerID], input, input, when), At: now.UTC()}
+	if orig.Definition.Concurrency != nil {
+		ev.ConcurrencyKey = r.ConcurrencyKey
+	}
 	if r.FromStage != "" || len(r.Input) == 0 {
 		ev.Reused = orig.reusable(orig.restart(r.FromStage))
 		ev.Reused = append(ev.Reused, orig.reusableLoops(r.FromStage)...)

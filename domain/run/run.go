@@ -84,13 +84,27 @@ type Triggered struct {
 	Chain         []string `json:"chain,omitempty"`
 	// RerunOf is the run this one re-runs; Reused the stages it copied from it, COMPLETED at
 	// once without running (DecideRerun).
-	RerunOf string    `json:"rerunOf,omitempty"`
-	Reused  []Reuse   `json:"reused,omitempty"`
-	At      time.Time `json:"at"`
+	RerunOf string  `json:"rerunOf,omitempty"`
+	Reused  []Reuse `json:"reused,omitempty"`
+	// ConcurrencyKey is what the definition's concurrency key gave for Input, evaluated once
+	// here (as Conditions are); set only when the definition has a concurrency. The run then
+	// waits CREATED until its queue admits it (queue.go).
+	ConcurrencyKey string    `json:"concurrencyKey,omitempty"`
+	At             time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
 func (Triggered) EventType() string { return "RunTriggered" }
+
+// Admitted records that the run's concurrency queue gave it a slot: it may start.
+type Admitted struct {
+	RunID   string    `json:"runId"`
+	QueueID string    `json:"queueId"`
+	At      time.Time `json:"at"`
+}
+
+// EventType names the event in the log.
+func (Admitted) EventType() string { return "RunAdmitted" }
 
 // Dispatch is one stage created by StagesDispatched.
 type Dispatch struct {
@@ -172,7 +186,10 @@ type Finished struct {
 	Status Status          `json:"status"`
 	Error  json.RawMessage `json:"error,omitempty"`
 	Abort  json.RawMessage `json:"abort,omitempty"`
-	At     time.Time       `json:"at"`
+	// QueueID is the concurrency queue the run held a slot in, or waited in: its end frees
+	// that slot (queue.go). Empty for a run without concurrency.
+	QueueID string    `json:"queueId,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -180,5 +197,5 @@ func (Finished) EventType() string { return "RunFinished" }
 
 func init() {
 	domain.Events.Register(Triggered{}, StagesDispatched{}, StageStarted{}, StageCompleted{}, StageFailed{},
-		CancelRequested{}, Finished{})
+		CancelRequested{}, Finished{}, Admitted{})
 }

@@ -49,7 +49,7 @@ type harness struct {
 }
 
 func start(t *testing.T, d workflow.Definition, input string) *harness {
-	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", d, json.RawMessage(input), cond, t0)
+	events, err := run.DecideTrigger(run.State{}, "run-1", "ws", "wf", "", "t", d, json.RawMessage(input), "", cond, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

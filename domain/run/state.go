@@ -75,8 +75,13 @@ type State struct {
 	Chain         []string
 	// RerunOf is the run this one re-runs (Triggered).
 	RerunOf string
-	Status  Status
-	Error   json.RawMessage
+	// ConcurrencyKey and QueueID place a run of a definition with a concurrency in its queue;
+	// Admitted is set once the queue gave it a slot (Waiting).
+	ConcurrencyKey string
+	QueueID        string
+	Admitted       bool
+	Status         Status
+	Error          json.RawMessage
 
 	Stages       []Stage
 	Pending      int
@@ -102,6 +107,10 @@ type State struct {
 	// FAILED stages that do not fail the run (not in Failed).
 	tolerated int
 }
+
+// Waiting reports whether the run waits in its concurrency queue for a slot: it stays
+// CREATED, and nothing of it is dispatched, until admitted.
+func (s *State) Waiting() bool { return s.QueueID != "" && !s.Admitted && !s.Status.Terminal() }
 
 // JobID is the id of the run's trigger stage, returned by the trigger call as jobId.
 func (s *State) JobID() string { return StageID(s.ID, s.TriggerID, NoIteration) }
@@ -189,6 +198,8 @@ func (s *State) Apply(e domain.Event) {
 		}
 	case CancelRequested:
 		s.CancelAt, s.CancelReason = ev.At, ev.Reason
+	case Admitted:
+		s.Admitted = true
 	case Finished:
 		s.finish(ev)
 	default:
@@ -202,6 +213,9 @@ func (s State) start(ev Triggered) State {
 		TriggerID: ev.TriggerID, Definition: ev.Definition, Input: ev.Input, Status: StatusCreated, CreatedAt: ev.At,
 		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
 	s.ParentRunID, s.ParentStageID, s.Chain, s.RerunOf = ev.ParentRunID, ev.ParentStageID, ev.Chain, ev.RerunOf
+	if ev.Definition.Concurrency != nil {
+		s.ConcurrencyKey, s.QueueID = ev.ConcurrencyKey, QueueID(ev.WorkflowID, ev.ConcurrencyKey)
+	}
 	s.graph = ev.Definition.Graph()
 	s.scope = s.graph.Reachable(ev.TriggerID)
 	s.body, s.bodySize = bodies(s.graph, s.scope)
@@ -345,6 +359,8 @@ func eventTime(e domain.Event) time.Time {
 	case CancelRequested:
 		return ev.At
 	case Finished:
+		return ev.At
+	case Admitted:
 		return ev.At
 	}
 	return time.Time{}

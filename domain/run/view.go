@@ -49,10 +49,14 @@ type Detail struct {
 	ParentRunID   *string `json:"parentRunId"`
 	ParentStageID *string `json:"parentStageId"`
 	// RerunOf is the run this one re-runs; null for other runs.
-	RerunOf   *string     `json:"rerunOf"`
-	CreatedAt time.Time   `json:"createdAt"`
-	UpdatedAt time.Time   `json:"updatedAt"`
-	RunStages []StageView `json:"runStages"`
+	RerunOf *string `json:"rerunOf"`
+	// WaitingFor says why a CREATED run has not started: it waits for a slot of its
+	// concurrency key. Absent once it started, and for runs without concurrency.
+	WaitingFor     *WaitingFor `json:"waitingFor,omitempty"`
+	ConcurrencyKey *string     `json:"concurrencyKey,omitempty"`
+	CreatedAt      time.Time   `json:"createdAt"`
+	UpdatedAt      time.Time   `json:"updatedAt"`
+	RunStages      []StageView `json:"runStages"`
 }
 
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
@@ -72,7 +76,22 @@ func (s *State) Detail() Detail {
 	for i, st := range s.Stages {
 		d.RunStages[i] = st.View()
 	}
+	if s.QueueID != "" {
+		key := s.ConcurrencyKey
+		d.ConcurrencyKey = &key
+		if s.Waiting() {
+			d.WaitingFor = &WaitingFor{ConcurrencyKey: key, Limit: s.Definition.Concurrency.Limit}
+		}
+	}
 	return d
+}
+
+// WaitingFor is what a run waits for before it starts.
+type WaitingFor struct {
+	// ConcurrencyKey is the run's key: Limit runs of it are in flight, and the run waits its
+	// turn behind them and the runs of the key triggered before it.
+	ConcurrencyKey string `json:"concurrencyKey"`
+	Limit          int    `json:"limit"`
 }
 
 func (s *State) cancellation() (*time.Time, *string) {

@@ -102,6 +102,8 @@ type Definition struct {
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// Notify, when set, is told when each run ends (notify.go).
 	Notify *Notify `json:"notify,omitempty"`
+	// Concurrency, when set, bounds the runs of each key in flight at once (concurrency.go).
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // Bounds of a definition's timeoutMs.

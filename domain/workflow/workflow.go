@@ -278,21 +278,22 @@ func DecideReserve(r Reservation, holder State, workspaceID, name, workflowID st
 
 // View is a workflow as the workspace endpoints and the CLI show it.
 type View struct {
-	ID          string      `json:"id"`
-	WorkspaceID string      `json:"workspaceId"`
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
-	Components  []Component `json:"components"`
-	Edges       []Edge      `json:"edges"`
-	TimeoutMs   int64       `json:"timeoutMs,omitempty"`
-	Notify      *NotifyView `json:"notify,omitempty"`
-	Version     int         `json:"version"`
-	CreatedAt   time.Time   `json:"createdAt"`
-	UpdatedAt   time.Time   `json:"updatedAt"`
+	ID          string       `json:"id"`
+	WorkspaceID string       `json:"workspaceId"`
+	Name        string       `json:"name"`
+	Description string       `json:"description"`
+	Components  []Component  `json:"components"`
+	Edges       []Edge       `json:"edges"`
+	TimeoutMs   int64        `json:"timeoutMs,omitempty"`
+	Notify      *NotifyView  `json:"notify,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Version     int          `json:"version"`
+	CreatedAt   time.Time    `json:"createdAt"`
+	UpdatedAt   time.Time    `json:"updatedAt"`
 }
 
 // View renders the workflow.
 func (s State) View() View {
 	return View{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Definition.Name, Description: s.Definition.Description,
-		Components: s.Definition.Components, Edges: s.Definition.Edges, TimeoutMs: s.Definition.TimeoutMs, Notify: s.Definition.Notify.View(), Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Components: s.Definition.Components, Edges: s.Definition.Edges, TimeoutMs: s.Definition.TimeoutMs, Notify: s.Definition.Notify.View(), Concurrency: s.Definition.Concurrency, Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }

@@ -83,7 +83,11 @@ type Scheduler struct {
 	settled map[string]bool
 	// early are the runs woken while this instance did not schedule, stepped when it starts.
 	early map[string]bool
-	wg    sync.WaitGroup
+	// queueEnded holds, by concurrency queue, the ended runs its next settle frees; queueBusy
+	// the queues being settled (queues.go).
+	queueEnded map[string][]string
+	queueBusy  map[string]bool
+	wg         sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -130,7 +134,7 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
 		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
-		early: map[string]bool{}}
+		early: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{}}
 }
 
 // Wake starts a run this process has just triggered (commands.WithRunWaker) at once, instead
@@ -191,6 +195,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	s.sweep(ctx, s.opts.Now().Add(time.Hour))
+	s.settleWaiting(ctx)
 	tick := time.NewTicker(s.opts.SweepInterval)
 	defer tick.Stop()
 	for {
@@ -204,6 +209,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 			s.take(ctx, ev)
 		case <-tick.C:
 			s.sweep(ctx, s.opts.Now().Add(-s.opts.SweepGrace))
+			s.settleWaiting(ctx)
 		}
 	}
 }
@@ -220,13 +226,19 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if e.Definition.TimeoutMs > 0 {
 			s.armDeadline(ctx, e.RunID, e.At.Add(time.Duration(e.Definition.TimeoutMs)*time.Millisecond))
 		}
-		if !s.seen(s.woken, e.RunID, true) {
+		if j, queued := run.JoinQueue(e); queued {
+			s.seen(s.woken, e.RunID, true)
+			s.settle(ctx, j.QueueID) // nothing of it moves until its queue admits it
+		} else if !s.seen(s.woken, e.RunID, true) {
 			s.enqueue(ctx, e.RunID)
 		}
 		if e.ParentRunID != "" {
 			s.background(ctx, func() { s.childStarted(ctx, e.RunID) })
 		}
 	case run.Finished:
+		if e.QueueID != "" {
+			s.settle(ctx, e.QueueID, e.RunID)
+		}
 		s.background(ctx, func() { s.runEnded(ctx, e.RunID) })
 	case execution.Started:
 		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, false) {
@@ -355,6 +367,10 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 func (s *Scheduler) stepped(ctx context.Context, st *run.State, dispatched []run.Stage) {
 	if s.opts.Ended != nil && st.Status.Terminal() {
 		s.opts.Ended(st.ID)
+	}
+	if st.Waiting() {
+		s.settle(ctx, st.QueueID) // woken ahead of the log (Wake): its queue may admit it now
+		return
 	}
 	if err := s.submit(ctx, st, dispatched); err != nil && ctx.Err() == nil {
 		s.log.WithField("runId", st.ID).WithError(err).Warn("cannot submit stage executions; the sweep will retry")
