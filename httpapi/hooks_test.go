@@ -423,3 +423,49 @@ func TestHookTransformErrors(t *testing.T) {
 		t.Fatalf("array body: %d %v, want 400", resp.StatusCode, out)
 	}
 }
+
+// send is one request with headers, answered raw, for checks against the document.
+func (s *hookStack) send(t *testing.T, method, url string, headers map[string]string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, raw
+}
+
+func TestHookAnswersMatchTheDocument(t *testing.T) {
+	s := newHookStack(t, 1000, 1000)
+	spec := loadSpec(t)
+	owner := map[string]string{"Authorization": "Bearer owner"}
+	ws := "/v1/workspaces/" + s.ws
+	resp, raw := s.send(t, http.MethodPost, ws+"/workflows", owner,
+		[]byte(`{"name": "documented", "components": [{"id": "hook", "module": "ON_WEBHOOK", "config": {"scheme": "github"}}], "edges": []}`))
+	saved := conforms(t, spec, resp, raw, http.StatusCreated)
+	wf := saved["id"].(string)
+	resp, raw = s.send(t, http.MethodGet, ws+"/workflows/"+wf+"/hooks", owner, nil)
+	conforms(t, spec, resp, raw, http.StatusOK)
+	resp, raw = s.send(t, http.MethodPost, ws+"/workflows/"+wf+"/hooks/hook/rotate", owner, nil)
+	var h commands.IssuedHook
+	_ = json.Unmarshal(raw, &h)
+	conforms(t, spec, resp, raw, http.StatusOK)
+	resp, raw = s.send(t, http.MethodPost, ws+"/workflows/"+wf+"/hooks/nope/rotate", owner, nil)
+	conforms(t, spec, resp, raw, http.StatusNotFound)
+	body := []byte(`{"a": 1}`)
+	resp, raw = s.send(t, http.MethodPost, h.URL, githubHeaders(h.Secret, "doc", body), body)
+	conforms(t, spec, resp, raw, http.StatusAccepted)
+	resp, raw = s.send(t, http.MethodPost, h.URL, githubHeaders("wrong-secret-wrong", "doc", body), body)
+	conforms(t, spec, resp, raw, http.StatusUnauthorized)
+	resp, raw = s.send(t, http.MethodPost, "/hooks/nope", nil, body)
+	conforms(t, spec, resp, raw, http.StatusNotFound)
+}
