@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/domain/hook"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/modules"
 )
 
 var hookAgg = aggregate[hook.State]{evolve: hook.State.Evolve}
@@ -325,9 +326,9 @@ func transformBody(ctx context.Context, transform string, body []byte) (json.Raw
 		}
 		return json.RawMessage(body), nil
 	}
-	code, err := workflow.CompileTransform(transform)
+	code, err := modules.CompileJQ(transform)
 	if err != nil {
-		return nil, err
+		return nil, domain.Invalid("transform", "%v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -365,6 +366,12 @@ func transformBody(ctx context.Context, transform string, body []byte) (json.Raw
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkTransform compiles an ON_WEBHOOK component's transform for the definition's checks.
+func checkTransform(transform string) error {
+	_, err := modules.CompileJQ(transform)
+	return err
 }
 
 // normalizeNumbers turns json.Number into what gojq computes with (int or float64); numbers

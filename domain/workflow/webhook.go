@@ -3,10 +3,8 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"strings"
-
-	"github.com/itchyny/gojq"
 
 	"github.com/switchyard/switchyard/domain"
 )
@@ -44,7 +42,8 @@ type WebhookConfig struct {
 // setDefaults trims the scheme, so " github" is read as meant.
 func (c *WebhookConfig) setDefaults() { c.Scheme = strings.TrimSpace(c.Scheme) }
 
-// Validate checks the scheme and that the transform compiles.
+// Validate checks the scheme and the transform's length; whether the transform compiles is
+// ValidateTransforms' (jq is not the domain's to run).
 func (c WebhookConfig) Validate() error {
 	switch {
 	case c.Scheme == "":
@@ -53,11 +52,8 @@ func (c WebhookConfig) Validate() error {
 		return domain.Invalid("config.scheme", "must be one of %s", strings.Join(WebhookSchemes, ", "))
 	case len(c.Transform) > MaxTransformLength:
 		return domain.Invalid("config.transform", "must be at most %d characters", MaxTransformLength)
-	}
-	if c.Transform != "" {
-		if _, err := CompileTransform(c.Transform); err != nil {
-			return err
-		}
+	case c.Transform != "" && strings.TrimSpace(c.Transform) == "":
+		return domain.Invalid("config.transform", "must be a jq program, or left out for the body as sent")
 	}
 	return nil
 }
@@ -84,22 +80,26 @@ func ParseWebhook(config json.RawMessage) (WebhookConfig, error) {
 	return c, c.Validate()
 }
 
-// CompileTransform compiles a jq transform with no environment ($ENV is empty), no modules and
-// no input/inputs: the program sees the delivery's body alone.
-func CompileTransform(src string) (*gojq.Code, error) {
-	q, err := gojq.Parse(src)
-	if err != nil {
-		var pe *gojq.ParseError
-		if errors.As(err, &pe) {
-			return nil, domain.Invalid("config.transform", "jq syntax error at offset %d: %v", pe.Offset, err)
+// TransformCheck compiles an ON_WEBHOOK component's jq transform: nil, or an error saying
+// why it does not compile.
+type TransformCheck func(transform string) error
+
+// ValidateTransforms checks that the transforms of a definition Validate accepted compile; the
+// error names the component ("components[0] (component "push").config.transform").
+func (d Definition) ValidateTransforms(check TransformCheck) error {
+	for i, c := range d.Components {
+		if c.Module != ModuleOnWebhook {
+			continue
 		}
-		return nil, domain.Invalid("config.transform", "jq syntax error: %v", err)
+		cfg, err := ParseWebhook(c.Config)
+		if err != nil || cfg.Transform == "" {
+			continue // Validate named it
+		}
+		if err := check(cfg.Transform); err != nil {
+			return domain.Invalid(fmt.Sprintf("components[%d] (component %q).config.transform", i, c.ID), "%s", err)
+		}
 	}
-	code, err := gojq.Compile(q, gojq.WithEnvironLoader(func() []string { return nil }))
-	if err != nil {
-		return nil, domain.Invalid("config.transform", "jq compile error: %v", err)
-	}
-	return code, nil
+	return nil
 }
 
 // checkWebhookConfig checks an ON_WEBHOOK component's config.
