@@ -3,7 +3,7 @@
 // Nothing else writes state.
 //
 // There is one handler type per noun (Executions, Attempts, Charges, Webhooks, Billing,
-// Workflows, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
+// Workflows, Bulks, Hooks, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
 // clock, the state cache, and load/execute (aggregate.go), which load, decide and append with
 // expectations, retrying on conflict. Commands holds one of each for the wiring.
 package commands
@@ -58,6 +58,8 @@ type Commands struct {
 	RunQueues *RunQueues
 	// Bulks holds bulk actions on runs of a workflow.
 	Bulks *Bulks
+	// Hooks holds the inbound webhooks of ON_WEBHOOK components and receives their deliveries.
+	Hooks *Hooks
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
 	// Modules holds workspace modules: the workspace's own code, run by workers or endpoints.
@@ -111,6 +113,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Workflows:  workflows,
 		RunQueues:  &RunQueues{core: c},
 		Bulks:      &Bulks{core: c, workflows: workflows},
+		Hooks:      &Hooks{core: c, workflows: workflows},
 		Workspaces: workspaces,
 		Modules:    mods,
 		Identity:   identity,

@@ -72,6 +72,14 @@ type RunQueues struct {
 	*core
 }
 
+// Hooks holds the inbound webhooks of ON_WEBHOOK components (hook.go): their tokens and
+// sealed secrets, and the signed deliveries that reach their components through deliver. A noun
+// of its own (streams hook-<id>) so that Workflows does not grow.
+type Hooks struct {
+	*core
+	workflows *Workflows
+}
+
 // Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
 // Workflows.
 type Bulks struct {

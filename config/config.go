@@ -78,6 +78,8 @@ type Config struct {
 	CacheWindow         time.Duration // 0 disables the cache
 	RateLimit           float64       // requests per second per API key
 	RateBurst           int
+	HookRateLimit       float64 // deliveries per second per inbound webhook
+	HookRateBurst       int
 	MaxStreamsPerKey    int // open SSE streams per API key
 	WebhookAllowPrivate bool
 	WebhookCAFile       string
@@ -141,6 +143,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.CacheWindow = l.duration(EnvCacheWindow, true)
 	c.RateLimit = l.positiveFloat(EnvRateLimit)
 	c.RateBurst = l.intIn(EnvRateBurst, 1, 1_000_000_000)
+	c.HookRateLimit = l.positiveFloat(EnvHookRateLimit)
+	c.HookRateBurst = l.intIn(EnvHookRateBurst, 1, 1_000_000_000)
 	c.MaxStreamsPerKey = l.intIn(EnvMaxStreamsPerKey, 1, 1_000_000)
 	c.WebhookAllowPrivate = l.boolean(EnvWebhookAllowPrivate)
 	c.WebhookCAFile, c.WebhookCAs = l.caFile(EnvWebhookCAFile)
@@ -224,6 +228,8 @@ func (c Config) LogFields() logrus.Fields {
 		"cacheWindow":         c.CacheWindow.String(),
 		"rateLimit":           c.RateLimit,
 		"rateBurst":           c.RateBurst,
+		"hookRateLimit":       c.HookRateLimit,
+		"hookRateBurst":       c.HookRateBurst,
 		"maxStreamsPerKey":    c.MaxStreamsPerKey,
 		"webhookAllowPrivate": c.WebhookAllowPrivate,
 		"sseHeartbeat":        c.SSEHeartbeat.String(),

@@ -32,6 +32,8 @@ const (
 	EnvCacheWindow         = "SWITCHYARD_CACHE_WINDOW"
 	EnvRateLimit           = "SWITCHYARD_RATE_LIMIT"
 	EnvRateBurst           = "SWITCHYARD_RATE_BURST"
+	EnvHookRateLimit       = "SWITCHYARD_HOOK_RATE_LIMIT"
+	EnvHookRateBurst       = "SWITCHYARD_HOOK_RATE_BURST"
 	EnvMaxStreamsPerKey    = "SWITCHYARD_MAX_STREAMS_PER_KEY"
 	EnvWebhookAllowPrivate = "SWITCHYARD_WEBHOOK_ALLOW_PRIVATE"
 	EnvWebhookCAFile       = "SWITCHYARD_WEBHOOK_CA_FILE"
@@ -75,6 +77,10 @@ var Vars = []Var{
 		"Sustained requests per second allowed per API key."},
 	{EnvRateBurst, "100",
 		"Requests per API key allowed in a burst above the sustained rate."},
+	{EnvHookRateLimit, "10",
+		"Sustained deliveries per second allowed per inbound webhook (POST /hooks/{token}), per process."},
+	{EnvHookRateBurst, "50",
+		"Deliveries per inbound webhook allowed in a burst above the sustained rate."},
 	{EnvMaxStreamsPerKey, "100",
 		"Server-sent-event streams (execution and run streams together) one API key may hold open at once, per process; past it a stream is answered 429."},
 	{EnvWebhookAllowPrivate, "false",

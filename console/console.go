@@ -99,6 +99,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	ws("/workflows/{workflowId}", "workflows", access.ScopeWorkspaceRead, c.workflow, both)
 	ws("/workflows/{workflowId}/bulk", "workflows", access.ScopeWorkspaceRead, c.bulkRuns, []string{http.MethodPost})
 	ws("/workflows/{workflowId}/bulks/{bulkId}", "workflows", access.ScopeWorkspaceRead, c.bulkPage, get)
+	ws("/workflows/{workflowId}/hooks/{componentId}/rotate", "workflows", access.ScopeWorkspaceRead, c.rotateHook, []string{http.MethodPost})
 	ws("/runs", "runs", access.ScopeWorkspaceRead, c.runs, get)
 	ws("/executions", "executions", access.ScopeWorkspaceRead, c.executions, get)
 	ws("/executions/{executionId}", "executions", access.ScopeWorkspaceRead, c.execution, both)

@@ -47,6 +47,10 @@ type workflowData struct {
 	// Bulks are the workflow's latest bulk actions; BulkForm the bulk form as posted.
 	Bulks    []projections.BulkRow
 	BulkForm bulkForm
+	// Hooks are the hooks of the workflow's ON_WEBHOOK components, without credentials;
+	// Rotated the one just rotated, with its URL and secret, shown once.
+	Hooks   []commands.HookView
+	Rotated *commands.IssuedHook
 }
 
 // workflow shows a workflow's graph, drawn from its definition, each component's config, and
@@ -94,7 +98,12 @@ func (c *Console) showWorkflow(q *request, wf workflow.State, d workflowData, p 
 		c.fail(q, err)
 		return
 	}
-	c.renderView(q, status, "workflow", wf.Definition.Name, d, "", errText)
+	notice, err := c.hookNotice(q, &d)
+	if err != nil {
+		c.fail(q, err)
+		return
+	}
+	c.renderView(q, status, "workflow", wf.Definition.Name, d, notice, errText)
 }
 
 func newWorkflowData(wf workflow.State) workflowData {

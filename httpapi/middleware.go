@@ -73,9 +73,18 @@ func requestLog(base logrus.FieldLogger, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
 		next.ServeHTTP(rec, r.WithContext(WithLogger(r.Context(), log)))
-		log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
+		log.WithFields(logrus.Fields{"method": r.Method, "path": loggedPath(r.URL.Path), "status": rec.status,
 			"durationMs": time.Since(start).Milliseconds()}).Debug("request")
 	})
+}
+
+// loggedPath is a request's path as the log may keep it: a hook's URL is its credential, so
+// its token is left out.
+func loggedPath(path string) string {
+	if strings.HasPrefix(path, "/hooks/") {
+		return "/hooks/{token}"
+	}
+	return path
 }
 
 // recoverPanics turns a handler panic into a 500 with the error body instead of a dropped

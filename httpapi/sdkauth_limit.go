@@ -26,6 +26,13 @@ func (a *SDKAuth) limit(w http.ResponseWriter, key string, cost int, now time.Ti
 	if !d.allowed && refused != nil {
 		refused()
 	}
+	return answerLimit(w, d)
+}
+
+// answerLimit sets the RateLimit-* headers of d and, when d refuses, answers 429 with
+// Retry-After; it reports whether the request may go on. The SDK's limiter and the hooks'
+// answer alike.
+func answerLimit(w http.ResponseWriter, d decision) bool {
 	hdr := w.Header()
 	hdr.Set("RateLimit-Limit", strconv.Itoa(d.limit))
 	hdr.Set("RateLimit-Remaining", strconv.Itoa(d.remaining))

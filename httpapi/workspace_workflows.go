@@ -103,7 +103,7 @@ func (s *Workspaces) createWorkflow(w http.ResponseWriter, r *http.Request, ws s
 		return
 	}
 	w.Header().Set("Location", "/v1/workspaces/"+ws+"/workflows/"+st.ID)
-	WriteJSON(w, http.StatusCreated, st.View())
+	s.writeSaved(w, r, http.StatusCreated, st)
 }
 
 func (s *Workspaces) getWorkflow(w http.ResponseWriter, r *http.Request, ws string) {
@@ -125,7 +125,22 @@ func (s *Workspaces) updateWorkflow(w http.ResponseWriter, r *http.Request, ws s
 		WriteDomainError(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, st.View())
+	s.writeSaved(w, r, http.StatusOK, st)
+}
+
+// writeSaved answers a save with the workflow and the hooks the save issued to its new
+// ON_WEBHOOK components, whose tokens and secrets are shown this once. A save whose hooks
+// could not be issued is still saved: the answer says so, and rotating the hook issues it.
+func (s *Workspaces) writeSaved(w http.ResponseWriter, r *http.Request, status int, st workflow.State) {
+	issued, err := s.Cmds.Hooks.IssueHooks(withActor(r), st.WorkspaceID, st.ID)
+	if err != nil {
+		WriteDomainError(w, r, fmt.Errorf("workflow %s saved, its hooks not issued (rotate them to issue): %w", st.ID, err))
+		return
+	}
+	if len(issued) > 0 {
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	WriteJSON(w, status, savedWorkflow{View: st.View(), Hooks: issued})
 }
 
 func (s *Workspaces) deleteWorkflow(w http.ResponseWriter, r *http.Request, ws string) {

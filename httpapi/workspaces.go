@@ -32,6 +32,7 @@ func (s *Workspaces) Mount(v1 *mux.Router) {
 	r.Handle("/api-keys", s.with(access.ScopeAPIKeys, s.createAPIKey)).Methods(http.MethodPost)
 	s.mountMCPTokens(r)
 	s.mountWorkflows(r)
+	s.mountHooks(r)
 	s.mountModules(r)
 }
 

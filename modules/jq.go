@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/itchyny/gojq"
@@ -46,20 +47,30 @@ type jqConfig struct {
 	All   bool   `json:"all"`
 }
 
-// compileJQ parses and compiles a jq program with no environment ($ENV and
-// env are empty), no module loading and no input/inputs.
+// compileJQ parses and compiles json.jq's query (CompileJQ), naming config.query.
 func compileJQ(src string) (*gojq.Code, error) {
+	code, err := CompileJQ(src)
+	if err != nil {
+		return nil, invalid("config.query", "%v", err)
+	}
+	return code, nil
+}
+
+// CompileJQ parses and compiles a jq program with no environment ($ENV and env are empty), no
+// module loading and no input/inputs: json.jq's query, and an ON_WEBHOOK component's
+// transform. The error says what does not compile, naming no field.
+func CompileJQ(src string) (*gojq.Code, error) {
 	q, err := gojq.Parse(src)
 	if err != nil {
 		var pe *gojq.ParseError
 		if errors.As(err, &pe) {
-			return nil, invalid("config.query", "jq syntax error at offset %d: %v", pe.Offset, err)
+			return nil, fmt.Errorf("jq syntax error at offset %d: %w", pe.Offset, err)
 		}
-		return nil, invalid("config.query", "jq syntax error: %v", err)
+		return nil, fmt.Errorf("jq syntax error: %w", err)
 	}
 	code, err := gojq.Compile(q, gojq.WithEnvironLoader(func() []string { return nil }))
 	if err != nil {
-		return nil, invalid("config.query", "jq compile error: %v", err)
+		return nil, fmt.Errorf("jq compile error: %w", err)
 	}
 	return code, nil
 }

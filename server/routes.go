@@ -48,6 +48,10 @@ type RoutesConfig struct {
 	CacheWindow time.Duration
 	// Heartbeat is SWITCHYARD_SSE_HEARTBEAT: the interval of :ping comments on streams.
 	Heartbeat time.Duration
+	// HookRatePerSecond and HookBurst size each inbound webhook's token bucket; zero: the
+	// defaults of httpapi.HooksConfig.
+	HookRatePerSecond float64
+	HookBurst         int
 }
 
 // Validate reports a missing required dependency or a field out of range, by name. The
@@ -87,6 +91,12 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 		(&httpapi.MCP{Cmds: cfg.Cmds, Queries: cfg.Queries, Registry: cfg.Registry, Hub: cfg.Hub, RateLimit: cfg.SDKAuth.Limit, ThrottleUnknown: cfg.SDKAuth.ThrottleUnknown,
 			CacheWindow: cfg.CacheWindow, Logger: log}).Mount(srv.V1)
 	}
+	// Inbound webhooks (docs/workflows.md): the token in the URL and the sender's signature.
+	hooks, err := httpapi.NewHooks(httpapi.HooksConfig{Cmds: cfg.Cmds, RatePerSecond: cfg.HookRatePerSecond, Burst: cfg.HookBurst})
+	if err != nil {
+		return nil, err
+	}
+	hooks.Mount(srv.Router)
 	bearer := cfg.Bearer
 	if cfg.Identity != nil {
 		// Identity: the OIDC provider and sign-in at the root; the console's pages beside it.

@@ -84,6 +84,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		Cmds: cmds, Queries: a.queries, Registry: a.modules, Hub: hub, SDKAuth: auth, Identity: idp, Tasks: exec,
 		Workers:     consoleWorkers(exec),
 		CacheWindow: a.cfg.CacheWindow, Heartbeat: a.cfg.SSEHeartbeat,
+		HookRatePerSecond: a.cfg.HookRateLimit, HookBurst: a.cfg.HookRateBurst,
 	})
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func newWorkflowCreateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printResult(cmd.OutOrStdout(), asJSON, st.View(), workflowLines(st.View())...)
+				return printSaved(cmd, a, asJSON, st)
 			})
 		},
 	}
@@ -87,6 +87,27 @@ func newWorkflowCreateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&file, "file", "", "the definition (JSON, docs/workflows.md); - reads standard input (required)")
 	cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// savedOutput is a saved workflow with the hooks the save issued, whose tokens and secrets
+// are shown this once (docs/workflows.md, Inbound webhooks).
+type savedOutput struct {
+	workflow.View
+	Hooks []commands.IssuedHook `json:"hooks,omitempty"`
+}
+
+// printSaved prints a saved workflow after issuing the hooks of its new ON_WEBHOOK components,
+// as the workspace endpoints do.
+func printSaved(cmd *cobra.Command, a *app, asJSON bool, st workflow.State) error {
+	issued, err := a.cmds.Hooks.IssueHooks(cmd.Context(), st.WorkspaceID, st.ID)
+	if err != nil {
+		return fmt.Errorf("workflow %s saved, its hooks not issued (rotate them to issue): %w", st.ID, err)
+	}
+	lines := workflowLines(st.View())
+	for _, h := range issued {
+		lines = append(lines, fmt.Sprintf("  hook      %s %s secret %s (shown once)", h.ComponentID, h.URL, h.Secret))
+	}
+	return printResult(cmd.OutOrStdout(), asJSON, savedOutput{View: st.View(), Hooks: issued}, lines...)
 }
 
 func workflowFlags(cmd *cobra.Command, workspaceID *string, asJSON *bool) {
@@ -112,7 +133,7 @@ func newWorkflowUpdateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printResult(cmd.OutOrStdout(), asJSON, st.View(), workflowLines(st.View())...)
+				return printSaved(cmd, a, asJSON, st)
 			})
 		},
 	}

@@ -292,8 +292,13 @@ type View struct {
 	UpdatedAt   time.Time    `json:"updatedAt"`
 }
 
-// View renders the workflow.
+// View renders the workflow. A workflow of one component has no edges: [] rather than null, as
+// the document says.
 func (s State) View() View {
+	edges := s.Definition.Edges
+	if edges == nil {
+		edges = []Edge{}
+	}
 	return View{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Definition.Name, Description: s.Definition.Description,
-		Components: s.Definition.Components, Edges: s.Definition.Edges, TimeoutMs: s.Definition.TimeoutMs, Notify: s.Definition.Notify.View(), Concurrency: s.Definition.Concurrency, Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Components: s.Definition.Components, Edges: edges, TimeoutMs: s.Definition.TimeoutMs, Notify: s.Definition.Notify.View(), Concurrency: s.Definition.Concurrency, Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }

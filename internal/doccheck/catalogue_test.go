@@ -20,6 +20,7 @@ import (
 	_ "github.com/switchyard/switchyard/domain/billing"
 	_ "github.com/switchyard/switchyard/domain/bulk"
 	_ "github.com/switchyard/switchyard/domain/execution"
+	_ "github.com/switchyard/switchyard/domain/hook"
 	_ "github.com/switchyard/switchyard/domain/mcptoken"
 	_ "github.com/switchyard/switchyard/domain/module"
 	_ "github.com/switchyard/switchyard/domain/run"
