@@ -87,3 +87,50 @@ func TestConcurrentSettlesGiveNoSlotTwice(t *testing.T) {
 		t.Fatalf("fourth run: waiting %v, %s, %v", st.Waiting(), st.Status, err)
 	}
 }
+
+// A re-run of a run with a concurrency joins the line of its key: the original's key, or the
+// one its new input gives.
+func TestARerunJoinsItsKeysQueue(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	ws := env.Workspace(t, 100)
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(`{"name": "keyed", "concurrency": {"key": "team", "limit": 1},
+		"components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
+		"edges": [{"from": "t", "to": "a"}]}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := env.Cmds.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := env.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(`{"team": "ops"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := runs[0].RunID
+	if _, err := env.Cmds.Workflows.CancelRun(ctx, orig, ""); err != nil {
+		t.Fatal(err)
+	}
+	same, err := env.Cmds.Workflows.RerunRun(ctx, commands.RerunRun{RunID: orig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := env.Cmds.Workflows.RerunRun(ctx, commands.RerunRun{RunID: orig, Input: json.RawMessage(`{"team": "dev"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, key := range map[string]string{same.RunID: "ops", other.RunID: "dev"} {
+		st, err := env.Cmds.Workflows.Run(ctx, id)
+		if err != nil || !st.Waiting() || st.ConcurrencyKey != key {
+			t.Fatalf("re-run %s: waiting %v, key %q (want %q), %v", id, st.Waiting(), st.ConcurrencyKey, key, err)
+		}
+		q, err := env.Cmds.RunQueues.Queue(ctx, st.QueueID)
+		if err != nil || !slices.Contains(q.Waiting, id) {
+			t.Fatalf("queue of %s: %+v %v", key, q, err)
+		}
+	}
+	if _, err := env.Cmds.Workflows.RerunRun(ctx, commands.RerunRun{RunID: orig, Input: json.RawMessage(`{"team": {"a": [1, 2]}}`)}); err != nil {
+		t.Fatalf("a non-string key: %v", err)
+	}
+}
