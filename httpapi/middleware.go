@@ -73,7 +73,7 @@ func requestLog(base logrus.FieldLogger, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
 		next.ServeHTTP(rec, r.WithContext(WithLogger(r.Context(), log)))
-		log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
+		log.WithFields(logrus.Fields{"method": r.Method, "path": logPath(r.URL.Path), "status": rec.status,
 			"durationMs": time.Since(start).Milliseconds()}).Debug("request")
 	})
 }
@@ -155,4 +155,12 @@ func badQueryParameter(raw string) (string, bool) {
 		return name, true
 	}
 	return "", false
+}
+
+// logPath is a request's path as logged: an approval URL's token is a credential, so it is cut.
+func logPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/approvals/"); ok && rest != "" {
+		return "/approvals/…"
+	}
+	return p
 }

@@ -1,0 +1,88 @@
+package modules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+)
+
+// PayloadExpression is a compiled expression over a payload (a WAIT's until): expr.eval's
+// language, compiled as an edge's condition is (same limits, same deadline checks), with the
+// payload's top-level fields as variables and the whole as `payload`.
+type PayloadExpression struct{ prog *vm.Program }
+
+// CompilePayloadExpression compiles src once; an error is a *ValidationError naming field.
+func CompilePayloadExpression(field, src string) (*PayloadExpression, error) {
+	p, err := expr.Compile(src,
+		expr.Env(map[string]any{}),
+		expr.AllowUndefinedVariables(),
+		expr.MaxNodes(10000),
+		expr.Function(stepFunc, func(params ...any) (any, error) {
+			if ctx, ok := params[0].(context.Context); ok && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return params[1], nil
+		}, new(func(any, any) any)),
+		expr.Patch(conditionCheck{}))
+	if err != nil {
+		return nil, invalid(field, "expression error: %s", firstLine(err.Error()))
+	}
+	return &PayloadExpression{prog: p}, nil
+}
+
+// Eval evaluates the expression over payload within ConditionTimeout.
+func (x *PayloadExpression) Eval(ctx context.Context, payload json.RawMessage) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, ConditionTimeout)
+	defer cancel()
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	whole, err := decodeValue(payload, true)
+	if err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	env := map[string]any{}
+	if obj, ok := whole.(map[string]any); ok {
+		for k, v := range obj {
+			env[k] = v
+		}
+	}
+	env["payload"], env[conditionCtx] = whole, ctx
+	var res any
+	_, err = runIsolated(ctx, "expression", func() (json.RawMessage, error) {
+		var err error
+		if res, err = expr.Run(x.prog, env); err != nil {
+			return nil, errors.New(firstLine(err.Error()))
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err // res may still be written by an evaluation past its deadline
+	}
+	return res, nil
+}
+
+// EvalTime evaluates the expression to a time: an RFC 3339 string or a time value (now(),
+// date(...)).
+func (x *PayloadExpression) EvalTime(ctx context.Context, payload json.RawMessage) (time.Time, error) {
+	v, err := x.Eval(ctx, payload)
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch t := v.(type) {
+	case time.Time:
+		return t, nil
+	case string:
+		parsed, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", t)
+		}
+		return parsed, nil
+	}
+	return time.Time{}, fmt.Errorf("gave %T, not an RFC 3339 time", v)
+}
