@@ -138,3 +138,10 @@ func (s *Scheduler) forgetFired() {
 		}
 	}
 }
+
+// ArmedWaits is how many waits this instance holds in memory (due within the horizon).
+func (s *Scheduler) ArmedWaits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waitQueue)
+}
