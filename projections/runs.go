@@ -40,6 +40,9 @@ func (Runs) Migrate(ctx context.Context, tx pgx.Tx) error {
 	CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (updated_at) WHERE status IN ('CREATED', 'EXECUTING');
 	CREATE INDEX IF NOT EXISTS runs_workflow ON runs (workflow_id, created_at DESC);
 	CREATE INDEX IF NOT EXISTS runs_workspace ON runs (workspace_id, created_at DESC);
+	-- open_stages counts the run's dispatched stages not ended: a run whose open stages are all
+	-- waits (run_waits) is left to its timers, not swept.
+	ALTER TABLE runs ADD COLUMN IF NOT EXISTS open_stages int NOT NULL DEFAULT 0;
 	CREATE TABLE IF NOT EXISTS run_waits (
 		stage_id uuid PRIMARY KEY,
 		run_id   uuid NOT NULL,
@@ -64,32 +67,45 @@ func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 	case run.StagesDispatched:
 		tx.Exec(`UPDATE runs SET status = 'EXECUTING', updated_at = $2 WHERE id = $1 AND status = 'CREATED'`, e.RunID, e.At)
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		open := 0
+		for _, d := range e.Stages {
+			if !d.Skipped {
+				open++
+			}
+		}
+		if open > 0 {
+			tx.Exec(`UPDATE runs SET open_stages = open_stages + $2 WHERE id = $1`, e.RunID, open)
+		}
 	case run.StageStarted:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
 	case run.StageCompleted:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		tx.Exec(`UPDATE runs SET open_stages = greatest(open_stages - 1, 0) WHERE id = $1`, e.RunID)
 		if e.Wait != "" {
 			tx.Exec(`DELETE FROM run_waits WHERE stage_id = $1`, e.StageID)
 		}
 	case run.StageFailed:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		tx.Exec(`UPDATE runs SET open_stages = greatest(open_stages - 1, 0) WHERE id = $1`, e.RunID)
 		tx.Exec(`DELETE FROM run_waits WHERE stage_id = $1`, e.StageID)
 	case run.StageWaiting:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
 		tx.Exec(`INSERT INTO run_waits (stage_id, run_id, kind, due_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (stage_id) DO NOTHING`, e.StageID, e.RunID, e.WaitingFor.Kind, e.WaitingFor.Until)
 	case run.Finished:
-		tx.Exec(`UPDATE runs SET status = $2, updated_at = $3 WHERE id = $1`, e.RunID, string(e.Status), e.At)
+		tx.Exec(`UPDATE runs SET status = $2, updated_at = $3, open_stages = 0 WHERE id = $1`, e.RunID, string(e.Status), e.At)
 		tx.Exec(`DELETE FROM run_waits WHERE run_id = $1`, e.RunID)
 	}
 	return nil
 }
 
 // UnfinishedRuns lists up to limit runs not finished and not changed since before: the
-// scheduler reconciles them with their stage executions.
+// scheduler reconciles them with their stage executions. A run whose open stages all wait
+// (run_waits) is left out: there is nothing to reconcile, its timers step it, and thousands of
+// them would otherwise crowd the oldest-first list.
 func (q *Queries) UnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]string, error) {
 	rows, err := q.db.Query(ctx, `SELECT id::text FROM runs WHERE status IN ('CREATED', 'EXECUTING') AND updated_at < $1
-		AND NOT EXISTS (SELECT 1 FROM run_waits w WHERE w.run_id = runs.id)
+		AND NOT (open_stages > 0 AND open_stages = (SELECT count(*) FROM run_waits w WHERE w.run_id = runs.id))
 		ORDER BY updated_at LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, err
