@@ -31,7 +31,11 @@ func untilTime(ctx context.Context) run.Until {
 		if err != nil {
 			return time.Time{}, err
 		}
-		return x.EvalTime(ctx, input)
+		t, err := x.EvalTime(ctx, input)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return t, fmt.Errorf("%w: %v", run.ErrEvaluationTimedOut, err)
+		}
+		return t, err
 	}
 }
 

@@ -35,9 +35,13 @@ func CompilePayloadExpression(field, src string) (*PayloadExpression, error) {
 	return &PayloadExpression{prog: p}, nil
 }
 
-// Eval evaluates the expression over payload within ConditionTimeout.
+// PayloadExpressionTimeout bounds one evaluation. Longer than ConditionTimeout: a WAIT's until
+// is evaluated once per stage, and a timeout only delays the wait to the next step.
+const PayloadExpressionTimeout = time.Second
+
+// Eval evaluates the expression over payload within PayloadExpressionTimeout.
 func (x *PayloadExpression) Eval(ctx context.Context, payload json.RawMessage) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, ConditionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, PayloadExpressionTimeout)
 	defer cancel()
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")

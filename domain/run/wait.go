@@ -2,6 +2,7 @@ package run
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,11 @@ import (
 // with StageCompleted (or StageFailed on a timeout with onTimeout "fail") whose Wait field says
 // what ended it. Its due time is in the event, so the scheduler finds it again after a crash,
 // and any step at or after it ends the wait: firing twice records it once.
+
+// ErrEvaluationTimedOut is what an Until returns when the evaluation ran out of time (a busy
+// process), not because of the expression: the stage is left to wait for the next step instead
+// of failing.
+var ErrEvaluationTimedOut = errors.New("the evaluation ran out of time")
 
 // Until evaluates a WAIT's until expression over the stage's input (the caller does it, as it
 // evaluates conditions: Condition says why).
@@ -139,7 +145,10 @@ func (s *State) settleWaits(now time.Time, ev Eval) domain.Event {
 			continue
 		}
 		if st.Waiting == nil {
-			return s.beginWait(st, now, ev)
+			if e := s.beginWait(st, now, ev); e != nil {
+				return e
+			}
+			continue // its until could not be evaluated in time: the next step tries again
 		}
 		w := st.Waiting
 		if w.Kind == workflow.WaitSignal {
@@ -172,6 +181,9 @@ func (s *State) beginWait(st Stage, now time.Time, ev Eval) domain.Event {
 				Error: failure(CodeWaitUntil, "the until expression cannot be evaluated here", st.ID)}
 		}
 		t, err := ev.Until(cfg.Until, s.StageInput(st))
+		if errors.Is(err, ErrEvaluationTimedOut) {
+			return nil
+		}
 		if err != nil {
 			return StageFailed{RunID: s.ID, StageID: st.ID, At: now,
 				Error: failure(CodeWaitUntil, fmt.Sprintf("the until expression gave no RFC 3339 time: %s", err), st.ID)}

@@ -206,3 +206,17 @@ func TestWaitConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+func TestAnUntilThatRunsOutOfTimeWaitsForTheNextStep(t *testing.T) {
+	h := start(t, waitDef(t, `{"until": "at"}`), `{"at": "2026-11-23T08:00:00Z"}`)
+	busy := run.Eval{When: cond, Until: func(string, json.RawMessage) (time.Time, error) { return time.Time{}, run.ErrEvaluationTimedOut }}
+	events, _ := run.StepWith(h.s, nil, busy, t0)
+	h.apply(events)
+	if w := stageOf(t, h.s, "w"); w.Status != run.StageStatusCreated || h.s.Status.Terminal() {
+		t.Fatalf("after a timed-out evaluation: stage %s, run %s", w.Status, h.s.Status)
+	}
+	h.stepAt(t0)
+	if w := stageOf(t, h.s, "w"); w.Waiting == nil || w.Status != run.StageStatusRunning {
+		t.Fatalf("the next step did not start the wait: %+v", w)
+	}
+}
