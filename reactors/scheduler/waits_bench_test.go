@@ -3,8 +3,10 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,7 +111,7 @@ func BenchmarkTimersDueTogether(b *testing.B) {
 		if time.Now().After(due.Add(-10 * time.Second)) {
 			b.Fatalf("starting %d waits took past their due time less 10s: raise the margin", n)
 		}
-		stop := testenv.Go(b, scheduler.New(env.Store, cmds, env.Queries, scheduler.Config{Logger: quietLog()}).Run)
+		stop := testenv.Go(b, scheduler.New(env.Store, cmds, env.Queries, scheduler.Config{Logger: quietLog(), Concurrency: benchConcurrency}).Run)
 		testenv.Eventually(b, 5*time.Minute, "every wait to end", func() bool { return openWaits(b, env.Queries) == 0 })
 		stop()
 		rows, err := env.Pool.Query(context.Background(), `SELECT (data->>'at')::timestamptz FROM events
@@ -138,3 +140,10 @@ func BenchmarkTimersDueTogether(b *testing.B) {
 		}
 	}
 }
+
+// benchConcurrency is the scheduler's Concurrency in BenchmarkTimersDueTogether: 0 takes the
+// default (32); WAIT_BENCH_CONCURRENCY sets it.
+var benchConcurrency = func() int {
+	n, _ := strconv.Atoi(os.Getenv("WAIT_BENCH_CONCURRENCY"))
+	return n
+}()
