@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,4 +53,38 @@ func TestWaitsReadModelHoldsOpenWaitsByDueTime(t *testing.T) {
 		n, err := env.Queries.OpenWaits(ctx)
 		return err == nil && n == 0
 	})
+}
+
+// TestSweepLeavesRunsThatOnlyWait: the sweep's list of stalled runs leaves out a run whose open
+// stages all wait (its timers step it; thousands would crowd the list), and keeps one that
+// also has a module stage open beside its wait.
+func TestSweepLeavesRunsThatOnlyWait(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	only := create(t, env, ws, `{"name": "only", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "w", "module": "WAIT", "config": {"signal": {"name": "go"}}}], "edges": [{"from": "t", "to": "w"}]}`)
+	beside := create(t, env, ws, `{"name": "beside", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "w", "module": "WAIT", "config": {"signal": {"name": "go"}}}, {"id": "a", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "w"}, {"from": "t", "to": "a"}]}`)
+	cmds := commands.New(env.Store)
+	var ids []string
+	for _, wf := range []string{only.ID, beside.ID} {
+		r, err := cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := cmds.Workflows.StepRun(ctx, r[0].RunID, nil); err != nil { // no executor: a stays open
+			t.Fatal(err)
+		}
+		ids = append(ids, r[0].RunID)
+	}
+	env.CaughtUp(t, "runs")
+	got, err := env.Queries.UnfinishedRuns(ctx, time.Now().Add(time.Hour), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(got, ids[0]) || !slices.Contains(got, ids[1]) {
+		t.Fatalf("unfinished runs %v: want %s (a module stage beside its wait) and not %s (only waits)", got, ids[1], ids[0])
+	}
 }
