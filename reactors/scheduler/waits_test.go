@@ -2,11 +2,14 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/testenv"
 )
 
@@ -86,5 +89,48 @@ func TestSweepLeavesRunsThatOnlyWait(t *testing.T) {
 	}
 	if slices.Contains(got, ids[0]) || !slices.Contains(got, ids[1]) {
 		t.Fatalf("unfinished runs %v: want %s (a module stage beside its wait) and not %s (only waits)", got, ids[1], ids[0])
+	}
+}
+
+// TestTwoLeadingSchedulersEndAWaitOnce: two schedulers that both lead (no lock) fire the same
+// waits; each wait's end is in the log once, the run stream's expected revision refusing the
+// second.
+func TestTwoLeadingSchedulersEndAWaitOnce(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	wf := create(t, env, ws, `{"name": "twice", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "w", "module": "WAIT", "config": {"for": "1s"}}], "edges": [{"from": "t", "to": "w"}]}`)
+	for range 2 {
+		testenv.Go(t, scheduler.New(env.Store, commands.New(env.Store), env.Queries, scheduler.Config{Logger: quietLog(),
+			WaitPoll: 20 * time.Millisecond}).Run)
+	}
+	var ids []string
+	for range 20 {
+		r, err := env.Cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r[0].RunID)
+	}
+	for _, id := range ids {
+		testenv.Eventually(t, 30*time.Second, "run "+id+" to end", func() bool {
+			st, err := env.Cmds.Workflows.Run(ctx, id)
+			return err == nil && st.Status == run.StatusCompleted
+		})
+		events, err := env.Store.ReadStream(ctx, commands.RunStream(id), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends := 0
+		for _, e := range events {
+			var sc run.StageCompleted
+			if e.Type == sc.EventType() && json.Unmarshal(e.Data, &sc) == nil && sc.Wait == run.WaitEndedTime {
+				ends++
+			}
+		}
+		if ends != 1 {
+			t.Fatalf("run %s: the wait ended %d times in the log", id, ends)
+		}
 	}
 }
