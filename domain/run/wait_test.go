@@ -220,3 +220,41 @@ func TestAnUntilThatRunsOutOfTimeWaitsForTheNextStep(t *testing.T) {
 		t.Fatalf("the next step did not start the wait: %+v", w)
 	}
 }
+
+func TestWaitsInsideAForEachEndTheirIterations(t *testing.T) {
+	h := start(t, def(t, `{"name": "loop-wait", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "each", "module": "FOR_EACH", "config": {"items": "items", "concurrency": 2}},
+		{"id": "w", "module": "WAIT", "config": {"for": "1m"}}],
+	  "edges": [{"from": "t", "to": "each"}, {"from": "each", "to": "w", "mapping": {"n": "item"}}]}`), `{"items": [1, 2, 3]}`)
+	h.stepAt(t0)
+	for i := 1; i <= 3 && !h.s.Status.Terminal(); i++ {
+		h.stepAt(t0.Add(time.Duration(i) * time.Minute))
+	}
+	if h.s.Status != run.StatusCompleted || h.s.TotalUsage != 0 {
+		t.Fatalf("run %s usage %v: %+v", h.s.Status, h.s.TotalUsage, h.s.Detail())
+	}
+	waits := 0
+	for _, st := range h.s.Stages {
+		if st.ComponentID == "w" && st.Status == run.StageStatusCompleted {
+			waits++
+		}
+	}
+	if waits != 3 {
+		t.Fatalf("%d iterations waited, want 3", waits)
+	}
+}
+
+func TestAFailingBranchDoesNotWaitForAWait(t *testing.T) {
+	h := start(t, def(t, `{"name": "fail-beside", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "w", "module": "WAIT", "config": {"signal": {"name": "never"}}}, {"id": "a", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "w"}, {"from": "t", "to": "a"}]}`), `{}`)
+	d := h.stepAt(t0)
+	if len(d) != 1 {
+		t.Fatalf("dispatched %v", d)
+	}
+	events, _ := run.StepWith(h.s, []run.Fact{{ExecutionID: d[0].ExecutionID, Kind: run.FactFailed, Error: json.RawMessage(`{"code":"x"}`), At: t0}}, evals, t0)
+	h.apply(events)
+	if h.s.Status != run.StatusFailed || stageOf(t, h.s, "w").Status != run.StageStatusFailed {
+		t.Fatalf("run %s, wait %s: a failed run should abandon its waits", h.s.Status, stageOf(t, h.s, "w").Status)
+	}
+}
