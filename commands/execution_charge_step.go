@@ -43,7 +43,7 @@ func (h *Charges) stepPart(ctx context.Context, runID string, ex execution.State
 	if !cached || !cur.exists {
 		return eventstore.StreamAppend{}, plannedStep{}, false
 	}
-	events, dispatched := run.Step(cur.state, run.FactsOf(ex), edgeCondition(ctx), h.now())
+	events, dispatched := run.StepWith(cur.state, run.FactsOf(ex), runEval(ctx), h.now())
 	if len(events) == 0 {
 		return eventstore.StreamAppend{}, plannedStep{}, false
 	}

@@ -32,6 +32,9 @@ type core struct {
 	modules *modules.Registry
 	// sealer seals the callback secrets of submits.
 	sealer *seal.Sealer
+	// baseURL is where the service is reached from outside (SWITCHYARD_BASE_URL): approval
+	// URLs start with it.
+	baseURL string
 }
 
 // handler is a noun handler: anything that embeds the core.
@@ -68,6 +71,8 @@ type Commands struct {
 	Identity *Identity
 	// Apps holds OAuth apps and the authorizations users give them.
 	Apps *Apps
+	// Waits holds what ends runs' waits: signals and approvals.
+	Waits *Waits
 
 	core *core
 }
@@ -85,6 +90,10 @@ func WithModules(r *modules.Registry) Option { return func(c *core) { c.modules 
 // WithSealer sets the sealer callback secrets are sealed with before they enter an event;
 // without one, a submit with a callback secret or headers is refused.
 func WithSealer(s *seal.Sealer) Option { return func(c *core) { c.sealer = s } }
+
+// WithBaseURL sets the URL the service is reached at from outside (no trailing slash), which
+// approval URLs start with; default http://localhost:8080.
+func WithBaseURL(u string) Option { return func(c *core) { c.baseURL = u } }
 
 // New returns the handlers of every noun, appending to store.
 func New(store eventstore.Store, opts ...Option) *Commands {
@@ -118,6 +127,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Modules:    mods,
 		Identity:   identity,
 		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},
+		Waits:      &Waits{core: c, workflows: workflows},
 		core:       c,
 	}
 }

@@ -80,6 +80,13 @@ type Hooks struct {
 	workflows *Workflows
 }
 
+// Waits ends runs' waits from outside: signals and approvals (run_wait.go). The waits that
+// end on time are ended by the scheduler's steps (Workflows.StepRun).
+type Waits struct {
+	*core
+	workflows *Workflows
+}
+
 // Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
 // Workflows.
 type Bulks struct {

@@ -153,7 +153,7 @@ func (h *Workflows) StepRun(ctx context.Context, id string, facts []run.Fact) (r
 	var dispatched []run.Stage
 	st, _, err := executeCached(ctx, h, RunStream(id), runAgg, func(s run.State) ([]domain.Event, error) {
 		var events []domain.Event
-		events, dispatched = run.Step(s, facts, edgeCondition(ctx), h.now())
+		events, dispatched = run.StepWith(s, facts, runEval(ctx), h.now())
 		return events, nil
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/domain"
@@ -36,7 +35,7 @@ func concurrencyKey(ctx context.Context, d workflow.Definition, input json.RawMe
 	if d.Concurrency == nil {
 		return "", nil
 	}
-	p, err := keyExpressions.get(d.Concurrency.Key)
+	p, err := payloadExpressions.get(d.Concurrency.Key)
 	if err != nil {
 		return "", domain.Invalid("concurrency.key", "%s", err) // validated when saved: cannot happen for a stored one
 	}
@@ -67,31 +66,6 @@ func checkConcurrencyKey(src string) error {
 		return errors.New(ve.Message)
 	}
 	return err
-}
-
-// expressionCache holds compiled payload expressions by source, as conditionCache does edges'.
-type expressionCache struct {
-	mu sync.Mutex
-	m  map[string]*modules.PayloadExpression
-}
-
-var keyExpressions = expressionCache{m: map[string]*modules.PayloadExpression{}}
-
-func (c *expressionCache) get(src string) (*modules.PayloadExpression, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.m[src]; ok {
-		return p, nil
-	}
-	p, err := modules.CompilePayloadExpression("concurrency.key", src)
-	if err != nil {
-		return nil, err
-	}
-	if len(c.m) >= maxCachedConditions {
-		clear(c.m)
-	}
-	c.m[src] = p
-	return p, nil
 }
 
 // triggerRun appends a new run's trigger, as decide gives it for a run that does not exist

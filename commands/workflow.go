@@ -46,6 +46,9 @@ func (h *Workflows) prepareDefinition(ctx context.Context, workspaceID string, d
 	if err := d.ValidateTransforms(checkTransform); err != nil {
 		return d, err
 	}
+	if err := d.ValidateWaits(checkUntil); err != nil {
+		return d, err
+	}
 	return h.sealNotify(d)
 }
 

@@ -119,6 +119,7 @@ func (c *Console) Mount(root, v1 *mux.Router) {
 	root.HandleFunc("/dashboard/runs/{runId}/cancel", c.page("runs", "", c.cancelRun)).Methods(http.MethodPost)
 	root.HandleFunc("/dashboard/runs/{runId}/rerun", c.page("runs", "", c.rerunRun)).Methods(http.MethodPost)
 	root.HandleFunc("/dashboard/runs/{runId}/detail", c.runDetail).Methods(http.MethodGet)
+	root.HandleFunc("/dashboard/runs/{runId}/stages/{stageId}/approval", c.page("runs", "", c.decideApproval)).Methods(http.MethodPost)
 	root.HandleFunc("/dashboard/runs/{runId}/stages/{stageId}", c.page("runs", "", c.stagePage)).Methods(get...)
 	c.mountAPI(v1)
 }

@@ -98,6 +98,8 @@ type runPageData struct {
 	RerunForm  rerunForm
 	// Components are the ids of the run's components, for the re-run form's fromStage.
 	Components []string
+	// Waits are the stages waiting for a time, a signal or an approval (waits.go).
+	Waits []waitRow
 }
 
 // stageRow is a stage of the run page's table.
@@ -127,11 +129,12 @@ func (c *Console) showRun(q *request, status int, errText string, form rerunForm
 		c.fail(q, err)
 		return
 	}
-	det := st.Detail()
+	det := c.cmds.Waits.RunDetail(&st)
 	data := runPageData{RunID: st.ID, WorkflowName: st.Definition.Name, WorkflowID: st.WorkflowID, Run: det, Status: runLabel(det),
 		ErrorText: runErrorText(&st), Canceled: canceledStages(&st), Duration: c.runDuration(&st), TriggerBody: st.Input,
 		Cancellable: q.ws.Manages && !st.Status.Terminal() && st.CancelAt.IsZero(),
 		Rerunnable:  q.ws.Manages && st.Status.Terminal(), RerunForm: form, Components: componentIDs(st.Definition)}
+	data.Waits = c.waitRows(q, det)
 	stages := det.RunStages
 	if len(stages) > dashboardTableLimit {
 		stages, data.HiddenStages = stages[:dashboardTableLimit], len(stages)-dashboardTableLimit
@@ -149,6 +152,10 @@ func (c *Console) showRun(q *request, status int, errText string, form rerunForm
 		notice = "Cancel requested: running stages finish, no new ones start."
 	case q.r.URL.Query().Get("finished") == "1":
 		notice = "The run had already finished: there was nothing to cancel."
+	case q.r.URL.Query().Get("approval") == "1":
+		notice = "Decision recorded: the stage completed and the run goes on."
+	case q.r.URL.Query().Get("decided") == "1":
+		notice = "That approval had already been decided, or had timed out."
 	case q.r.URL.Query().Get("rerun") == "1":
 		notice = "A re-run of run " + st.RerunOf + "."
 	case st.Waiting():

@@ -84,6 +84,9 @@ func loggedPath(path string) string {
 	if strings.HasPrefix(path, "/hooks/") {
 		return "/hooks/{token}"
 	}
+	if rest, ok := strings.CutPrefix(path, "/approvals/"); ok && rest != "" {
+		return "/approvals/…"
+	}
 	return path
 }
 

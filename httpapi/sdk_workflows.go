@@ -41,6 +41,7 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/executions/{runId}", s.Auth.Route(1, http.HandlerFunc(s.get))).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/stream", s.Auth.Route(1, http.HandlerFunc(s.stream), Stream)).Methods(http.MethodGet)
 	v1.Handle("/sdk/workflows/executions/{runId}/cancel", s.Auth.Route(1, http.HandlerFunc(s.cancel))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/executions/{runId}/signals", s.Auth.Route(1, http.HandlerFunc(s.signal))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/rerun", s.Auth.Route(1, http.HandlerFunc(s.rerun))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayNotify))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/bulk/{bulkId}", s.Auth.Route(1, http.HandlerFunc(s.getBulk))).Methods(http.MethodGet)
@@ -130,7 +131,7 @@ func (s *SDKWorkflows) loadRun(w http.ResponseWriter, r *http.Request) (run.Stat
 
 func (s *SDKWorkflows) get(w http.ResponseWriter, r *http.Request) {
 	if st, ok := s.loadRun(w, r); ok {
-		WriteJSON(w, http.StatusOK, st.Detail())
+		WriteJSON(w, http.StatusOK, s.Cmds.Waits.RunDetail(&st))
 	}
 }
 

@@ -18,12 +18,12 @@ type Runs struct{}
 func (Runs) Name() string { return "runs" }
 
 // Tables implements Projector.
-func (Runs) Tables() []string { return []string{"runs"} }
+func (Runs) Tables() []string { return []string{"runs", "run_waits"} }
 
 // Filter implements Projector.
 func (Runs) Filter() eventstore.Filter {
 	return eventstore.Filter{Types: typesOf(run.Triggered{}, run.StagesDispatched{}, run.StageStarted{},
-		run.StageCompleted{}, run.StageFailed{}, run.Finished{}, run.Admitted{})}
+		run.StageCompleted{}, run.StageFailed{}, run.Finished{}, run.Admitted{}, run.StageWaiting{})}
 }
 
 // Migrate implements Projector.
@@ -42,7 +42,18 @@ func (Runs) Migrate(ctx context.Context, tx pgx.Tx) error {
 	CREATE INDEX IF NOT EXISTS runs_workspace ON runs (workspace_id, created_at DESC);
 	-- queue_id: the concurrency queue a run waits in, until admitted (NULL otherwise).
 	ALTER TABLE runs ADD COLUMN IF NOT EXISTS queue_id text;
-	CREATE INDEX IF NOT EXISTS runs_waiting ON runs (queue_id) WHERE queue_id IS NOT NULL;`)
+	CREATE INDEX IF NOT EXISTS runs_waiting ON runs (queue_id) WHERE queue_id IS NOT NULL;
+	-- open_stages counts the run's dispatched stages not ended: a run whose open stages are all
+	-- waits (run_waits) is left to its timers, not swept.
+	ALTER TABLE runs ADD COLUMN IF NOT EXISTS open_stages int NOT NULL DEFAULT 0;
+	CREATE TABLE IF NOT EXISTS run_waits (
+		stage_id uuid PRIMARY KEY,
+		run_id   uuid NOT NULL,
+		kind     text NOT NULL,
+		due_at   timestamptz
+	);
+	CREATE INDEX IF NOT EXISTS run_waits_due ON run_waits (due_at) WHERE due_at IS NOT NULL;
+	CREATE INDEX IF NOT EXISTS run_waits_run ON run_waits (run_id);`)
 	return err
 }
 
@@ -65,14 +76,34 @@ func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 	case run.StagesDispatched:
 		tx.Exec(`UPDATE runs SET status = 'EXECUTING', updated_at = $2 WHERE id = $1 AND status = 'CREATED'`, e.RunID, e.At)
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		open := 0
+		for _, d := range e.Stages {
+			if !d.Skipped {
+				open++
+			}
+		}
+		if open > 0 {
+			tx.Exec(`UPDATE runs SET open_stages = open_stages + $2 WHERE id = $1`, e.RunID, open)
+		}
 	case run.StageStarted:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
 	case run.StageCompleted:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		tx.Exec(`UPDATE runs SET open_stages = greatest(open_stages - 1, 0) WHERE id = $1`, e.RunID)
+		if e.Wait != "" {
+			tx.Exec(`DELETE FROM run_waits WHERE stage_id = $1`, e.StageID)
+		}
 	case run.StageFailed:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		tx.Exec(`UPDATE runs SET open_stages = greatest(open_stages - 1, 0) WHERE id = $1`, e.RunID)
+		tx.Exec(`DELETE FROM run_waits WHERE stage_id = $1`, e.StageID)
+	case run.StageWaiting:
+		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+		tx.Exec(`INSERT INTO run_waits (stage_id, run_id, kind, due_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (stage_id) DO NOTHING`, e.StageID, e.RunID, e.WaitingFor.Kind, e.WaitingFor.Until)
 	case run.Finished:
-		tx.Exec(`UPDATE runs SET status = $2, updated_at = $3, queue_id = NULL WHERE id = $1`, e.RunID, string(e.Status), e.At)
+		tx.Exec(`UPDATE runs SET status = $2, updated_at = $3, queue_id = NULL, open_stages = 0 WHERE id = $1`, e.RunID, string(e.Status), e.At)
+		tx.Exec(`DELETE FROM run_waits WHERE run_id = $1`, e.RunID)
 	}
 	return nil
 }
@@ -80,10 +111,13 @@ func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 // UnfinishedRuns lists up to limit runs not finished and not changed since before: the
 // scheduler reconciles them with their stage executions. Runs waiting in a concurrency queue
 // are left out: nothing of theirs moves until admitted (WaitingQueues finds them), and a long
-// line of them must not crowd out the runs that did stop moving.
+// line of them must not crowd out the runs that did stop moving. So is a run whose open stages
+// all wait (run_waits): there is nothing to reconcile, and its timers step it.
 func (q *Queries) UnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]string, error) {
 	rows, err := q.db.Query(ctx, `SELECT id::text FROM runs WHERE status IN ('CREATED', 'EXECUTING') AND updated_at < $1
-		AND queue_id IS NULL ORDER BY updated_at LIMIT $2`, before, limit)
+		AND queue_id IS NULL
+		AND NOT (open_stages > 0 AND open_stages = (SELECT count(*) FROM run_waits w WHERE w.run_id = runs.id))
+		ORDER BY updated_at LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -123,4 +157,34 @@ func (q *Queries) WaitingRuns(ctx context.Context, id string, limit int) ([]stri
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// DueWait is an open wait with a due time (run_waits): a time wait's end, or a signal or
+// approval wait's timeout.
+type DueWait struct {
+	RunID   string
+	StageID string
+	DueAt   time.Time
+}
+
+// DueWaits lists up to limit open waits due before before, the soonest first: the scheduler
+// arms timers for these only, so that memory holds what is due soon, not every wait.
+func (q *Queries) DueWaits(ctx context.Context, before time.Time, limit int) ([]DueWait, error) {
+	rows, err := q.db.Query(ctx, `SELECT run_id::text, stage_id::text, due_at FROM run_waits
+		WHERE due_at IS NOT NULL AND due_at < $1 ORDER BY due_at LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueWait, error) {
+		var w DueWait
+		err := r.Scan(&w.RunID, &w.StageID, &w.DueAt)
+		return w, err
+	})
+}
+
+// OpenWaits counts the open waits of every run (run_waits), for metrics and benchmarks.
+func (q *Queries) OpenWaits(ctx context.Context) (int, error) {
+	var n int
+	err := q.db.QueryRow(ctx, `SELECT count(*) FROM run_waits`).Scan(&n)
+	return n, err
 }

@@ -58,12 +58,13 @@ type Sealer struct {
 	currentID string
 	ids       []string               // every kid, the current one first
 	keys      map[string]cipher.AEAD // by kid
+	macKeys   map[string][]byte      // by kid: the MAC keys derived from each KEK (mac.go)
 }
 
 // New returns a Sealer that seals with current and opens values sealed under current or any of
 // previous. Every key must be KeySize bytes. The Sealer keeps no reference to the slices.
 func New(current []byte, previous ...[]byte) (*Sealer, error) {
-	s := &Sealer{keys: make(map[string]cipher.AEAD, 1+len(previous))}
+	s := &Sealer{keys: make(map[string]cipher.AEAD, 1+len(previous)), macKeys: map[string][]byte{}}
 	raw := make(map[string][]byte, 1+len(previous))
 	for i, key := range append([][]byte{current}, previous...) {
 		if len(key) != KeySize {
@@ -86,6 +87,7 @@ func New(current []byte, previous ...[]byte) (*Sealer, error) {
 		}
 		raw[kid] = key
 		s.keys[kid] = aead
+		s.macKeys[kid] = deriveMACKey(key)
 		s.ids = append(s.ids, kid)
 		if i == 0 {
 			s.currentID = kid

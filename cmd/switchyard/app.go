@@ -124,7 +124,7 @@ func (a *app) open(ctx context.Context, migrate bool) error {
 			return fmt.Errorf("secret key: %w", err)
 		}
 	}
-	a.cmds = commands.New(store, commands.WithModules(a.modules), commands.WithSealer(a.sealer))
+	a.cmds = commands.New(store, commands.WithModules(a.modules), commands.WithSealer(a.sealer), commands.WithBaseURL(a.cfg.BaseURL))
 	a.queries = projections.NewQueries(a.pool)
 	a.engine, err = projections.NewEngine(a.pool, store, projections.All(), projections.EngineConfig{Logger: a.log, Registerer: a.registry})
 	return err

@@ -109,20 +109,37 @@ type Fact struct {
 // late results change nothing. when decides the conditions of the edges out of the stages
 // that complete.
 func Step(s State, facts []Fact, when Condition, now time.Time) ([]domain.Event, []Stage) {
+	return StepWith(s, facts, Eval{When: when}, now)
+}
+
+// Eval holds what the decisions ask the caller to evaluate: edges' conditions and WAIT
+// stages' until expressions (Condition says why the domain does not evaluate them).
+type Eval struct {
+	When  Condition
+	Until Until
+}
+
+// StepWith is Step with every evaluator: a run with WAIT stages needs Until.
+func StepWith(s State, facts []Fact, ev Eval, now time.Time) ([]domain.Event, []Stage) {
 	if !s.Exists || s.Status.Terminal() {
 		return nil, nil
 	}
 	c := s.Clone()
 	var events []domain.Event
 	for _, f := range facts {
-		if e := c.record(f, when); e != nil {
+		if e := c.record(f, ev.When); e != nil {
 			c.Apply(e)
 			events = append(events, e)
 		}
 	}
+	return c.proceed(events, ev, now)
+}
+
+// proceed advances c, a clone the caller owns with events already applied, as far as it can go.
+func (c *State) proceed(events []domain.Event, ev Eval, now time.Time) ([]domain.Event, []Stage) {
 	var dispatched []Stage
 	for round := 0; round < 1000; round++ {
-		e := c.advance(now.UTC())
+		e := c.advance(now.UTC(), ev)
 		if e == nil {
 			break
 		}
@@ -168,7 +185,7 @@ func (s *State) record(f Fact, when Condition) domain.Event {
 }
 
 // advance returns the next event the run needs, or nil when it waits for executions.
-func (s *State) advance(now time.Time) domain.Event {
+func (s *State) advance(now time.Time, ev Eval) domain.Event {
 	if s.Status.Terminal() {
 		return nil
 	}
@@ -182,12 +199,15 @@ func (s *State) advance(now time.Time) domain.Event {
 		return e
 	}
 	if s.Failed > 0 || !s.CancelAt.IsZero() {
-		if s.Pending-s.openForEaches() > 0 {
-			return nil // let running stages finish, so their usage and failures are counted
+		if s.Pending-s.openForEaches()-s.openWaits() > 0 {
+			return nil // let running stages finish, so their usage and failures are counted; waits are abandoned
 		}
 		return s.failedEnd(now)
 	}
 	if e := s.settleForEaches(now); e != nil {
+		return e
+	}
+	if e := s.settleWaits(now, ev); e != nil {
 		return e
 	}
 	if d := s.ready(); len(d) > 0 {

@@ -153,7 +153,11 @@ type StageCompleted struct {
 	// Conditions holds what the `when` of each conditional edge out of the stage gave for
 	// Output, by downstream component (Condition).
 	Conditions map[string]bool `json:"conditions,omitempty"`
-	At         time.Time       `json:"at"`
+	// Wait says what ended a WAIT stage ("time", "signal", "approval", "timeout"); SignalID
+	// names the signal whose payload is Output.
+	Wait     string    `json:"wait,omitempty"`
+	SignalID string    `json:"signalId,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -164,7 +168,9 @@ type StageFailed struct {
 	RunID   string          `json:"runId"`
 	StageID string          `json:"stageId"`
 	Error   json.RawMessage `json:"error"`
-	At      time.Time       `json:"at"`
+	// Wait is "timeout" for a WAIT stage that timed out with onTimeout "fail".
+	Wait string    `json:"wait,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // EventType names the event in the log.

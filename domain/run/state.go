@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/domain"
@@ -31,7 +32,9 @@ type Stage struct {
 	Reused bool
 	// Conditions is what the `when` of the stage's conditional outgoing edges gave, by
 	// downstream component; shared between copies of the state, never changed once set.
-	Conditions   map[string]bool
+	Conditions map[string]bool
+	// Waiting is what an open WAIT stage waits for (StageWaiting); nil before it waits.
+	Waiting      *WaitingFor
 	DispatchedAt time.Time
 	Attempt      int
 	UpdatedAt    time.Time
@@ -89,8 +92,10 @@ type State struct {
 	TotalUsage   billing.Credits
 	CancelAt     time.Time
 	CancelReason string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Signals are the signals kept for stages that do not wait for them yet, in arrival order.
+	Signals   []Signal
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	graph     workflow.Graph
 	scope     map[string]bool
@@ -100,6 +105,10 @@ type State struct {
 	byKey     map[stageKey]int
 	byExec    map[string]int
 	forEaches map[string]*forEach // by stage id
+	// waits are the WAIT stages dispatched and not ended, by id; signalIDs every signal id the
+	// run has received (the dedup of DecideSignal).
+	waits     map[string]bool
+	signalIDs map[string]bool
 	// reusedBody holds the body stages a re-run copies, by FOR_EACH component (reuseBody); set
 	// once by Triggered and never changed, so copies of the state share it.
 	reusedBody map[string][]Reuse
@@ -129,6 +138,8 @@ func (s *State) Clone() State {
 	c := *s
 	c.Stages = append([]Stage(nil), s.Stages...)
 	c.byID, c.byKey, c.byExec = maps.Clone(s.byID), maps.Clone(s.byKey), maps.Clone(s.byExec)
+	c.waits, c.signalIDs = maps.Clone(s.waits), maps.Clone(s.signalIDs)
+	c.Signals = append([]Signal(nil), s.Signals...)
 	c.forEaches = make(map[string]*forEach, len(s.forEaches))
 	for id, fe := range s.forEaches {
 		cp := *fe
@@ -192,9 +203,22 @@ func (s *State) Apply(e domain.Event) {
 		s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Attempt = StageStatusRunning, ev.Attempt })
 	case StageCompleted:
 		s.complete(ev)
+		delete(s.waits, ev.StageID)
+		if ev.SignalID != "" {
+			s.Signals = slices.DeleteFunc(s.Signals, func(g Signal) bool { return g.ID == ev.SignalID })
+		}
 	case StageFailed:
 		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) && !s.iterationFailed(ev.StageID) {
 			s.Failed++
+		}
+		delete(s.waits, ev.StageID)
+	case StageWaiting:
+		w := ev.WaitingFor
+		s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Waiting = StageStatusRunning, &w })
+	case SignalReceived:
+		if !s.signalIDs[ev.ID] {
+			s.signalIDs[ev.ID] = true
+			s.Signals = append(s.Signals, ev.Signal)
 		}
 	case CancelRequested:
 		s.CancelAt, s.CancelReason = ev.At, ev.Reason
@@ -211,7 +235,8 @@ func (s *State) Apply(e domain.Event) {
 func (s State) start(ev Triggered) State {
 	s = State{Exists: true, ID: ev.RunID, WorkflowID: ev.WorkflowID, WorkspaceID: ev.WorkspaceID, APIKeyID: ev.APIKeyID,
 		TriggerID: ev.TriggerID, Definition: ev.Definition, Input: ev.Input, Status: StatusCreated, CreatedAt: ev.At,
-		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{}}
+		byID: map[string]int{}, byKey: map[stageKey]int{}, byExec: map[string]int{}, forEaches: map[string]*forEach{},
+		waits: map[string]bool{}, signalIDs: map[string]bool{}}
 	s.ParentRunID, s.ParentStageID, s.Chain, s.RerunOf = ev.ParentRunID, ev.ParentStageID, ev.Chain, ev.RerunOf
 	if ev.Definition.Concurrency != nil {
 		s.ConcurrencyKey, s.QueueID = ev.ConcurrencyKey, QueueID(ev.WorkflowID, ev.ConcurrencyKey)
@@ -246,6 +271,9 @@ func (s *State) dispatch(d Dispatch, at time.Time) {
 			fe.Started = d.Iteration + 1
 		}
 		s.bodyDispatched(d)
+	}
+	if c.Module == workflow.ModuleWait && !d.Skipped {
+		s.waits[st.ID] = true
 	}
 	if c.Module == workflow.ModuleForEach && !d.Skipped {
 		st.Status = StageStatusRunning
@@ -361,6 +389,10 @@ func eventTime(e domain.Event) time.Time {
 	case Finished:
 		return ev.At
 	case Admitted:
+		return ev.At
+	case StageWaiting:
+		return ev.At
+	case SignalReceived:
 		return ev.At
 	}
 	return time.Time{}

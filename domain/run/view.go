@@ -27,8 +27,11 @@ type StageView struct {
 	// Reused: a re-run copied the stage, with creditUsage 0, from the run it re-runs.
 	Reused bool `json:"reused"`
 	// ChildRunID is the run a RUN_WORKFLOW stage started; null for other stages.
-	ChildRunID *string   `json:"childRunId"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	ChildRunID *string `json:"childRunId"`
+	// WaitingFor is what a RUNNING WAIT stage waits for; null for other stages and once it
+	// ends (docs/workflows.md "Waits, signals and approvals").
+	WaitingFor *WaitingFor `json:"waitingFor"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
 }
 
 // Detail is the workflow run detail of SPEC.md 2.4.
@@ -52,11 +55,11 @@ type Detail struct {
 	RerunOf *string `json:"rerunOf"`
 	// WaitingFor says why a CREATED run has not started: it waits for a slot of its
 	// concurrency key. Absent once it started, and for runs without concurrency.
-	WaitingFor     *WaitingFor `json:"waitingFor,omitempty"`
-	ConcurrencyKey *string     `json:"concurrencyKey,omitempty"`
-	CreatedAt      time.Time   `json:"createdAt"`
-	UpdatedAt      time.Time   `json:"updatedAt"`
-	RunStages      []StageView `json:"runStages"`
+	WaitingFor     *RunWaitingFor `json:"waitingFor,omitempty"`
+	ConcurrencyKey *string        `json:"concurrencyKey,omitempty"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	UpdatedAt      time.Time      `json:"updatedAt"`
+	RunStages      []StageView    `json:"runStages"`
 }
 
 // Detail renders the run for GET /v1/sdk/workflows/executions/:runId.
@@ -80,14 +83,14 @@ func (s *State) Detail() Detail {
 		key := s.ConcurrencyKey
 		d.ConcurrencyKey = &key
 		if s.Waiting() {
-			d.WaitingFor = &WaitingFor{ConcurrencyKey: key, Limit: s.Definition.Concurrency.Limit}
+			d.WaitingFor = &RunWaitingFor{ConcurrencyKey: key, Limit: s.Definition.Concurrency.Limit}
 		}
 	}
 	return d
 }
 
-// WaitingFor is what a run waits for before it starts.
-type WaitingFor struct {
+// RunWaitingFor is what a run waits for before it starts (a stage's is WaitingFor).
+type RunWaitingFor struct {
 	// ConcurrencyKey is the run's key: Limit runs of it are in flight, and the run waits its
 	// turn behind them and the runs of the key triggered before it.
 	ConcurrencyKey string `json:"concurrencyKey"`
@@ -117,6 +120,10 @@ func (st Stage) View() StageView {
 	if st.ChildRunID != "" {
 		v.ChildRunID = &st.ChildRunID
 	}
+	if st.Waiting != nil && !st.Status.Terminal() {
+		w := *st.Waiting
+		v.WaitingFor = &w
+	}
 	if st.ExecutionID != "" {
 		id, at := st.ExecutionID, st.DispatchedAt
 		v.ExecutionEventID, v.ExecutionDispatchedAt = &id, &at
@@ -135,7 +142,9 @@ type NonTerminalStage struct {
 	ExecutionEventID      *string     `json:"executionEventId"`
 	ExecutionDispatchedAt *time.Time  `json:"executionDispatchedAt"`
 	ExecutionAttempt      int         `json:"executionAttempt"`
-	UpdatedAt             time.Time   `json:"updatedAt"`
+	// WaitingFor is what a waiting WAIT stage waits for (StageView.WaitingFor).
+	WaitingFor *WaitingFor `json:"waitingFor,omitempty"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
 }
 
 // StreamOutput is the output member of a run stream event.
@@ -177,7 +186,7 @@ func (s *State) StreamEvent() StreamEvent {
 		e.Output.NonTerminalStages = append(e.Output.NonTerminalStages, NonTerminalStage{ID: v.ID, Module: v.Module,
 			Status: v.Status, ReferenceID: v.ReferenceID, Iteration: v.Iteration, ParentStageID: v.ParentStageID,
 			ExecutionEventID: v.ExecutionEventID, ExecutionDispatchedAt: v.ExecutionDispatchedAt,
-			ExecutionAttempt: v.ExecutionAttempt, UpdatedAt: v.UpdatedAt})
+			ExecutionAttempt: v.ExecutionAttempt, WaitingFor: v.WaitingFor, UpdatedAt: v.UpdatedAt})
 	}
 	return e
 }

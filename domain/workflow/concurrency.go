@@ -26,8 +26,8 @@ const (
 	MaxConcurrencyKeyLength = 10000
 )
 
-// ExpressionCheck compiles an expression over a payload: nil, or an error saying why it does
-// not compile.
+// ExpressionCheck compiles an expression over a payload (a concurrency key, a WAIT's until):
+// nil, or an error saying why it does not compile.
 type ExpressionCheck func(src string) error
 
 // ValidateConcurrency checks a definition's concurrency, if it has one; the error names

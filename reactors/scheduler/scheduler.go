@@ -52,6 +52,12 @@ type Config struct {
 	// coming back through the log. nil, or a stage it does not take, submits through the log,
 	// for any instance's executor. Either way the log is what the run's facts are rebuilt from.
 	Runner commands.Runner
+	// WaitPoll is how often the lead loads the waits due soon from the read model (run_waits);
+	// WaitHorizon how far ahead it looks; WaitBatch the most it holds at once. Defaults 1s, 5s
+	// and 20,000 (waits.go).
+	WaitPoll    time.Duration
+	WaitHorizon time.Duration
+	WaitBatch   int
 	// Ended, when set, is told of each run a step ended, once its end is written: serve has
 	// the live hub wake the run's streams with it, ahead of the log's tail. (Its other steps
 	// reach the streams through the log: a notice each would cost every stream a read.)
@@ -87,7 +93,13 @@ type Scheduler struct {
 	// the queues being settled (queues.go).
 	queueEnded map[string][]string
 	queueBusy  map[string]bool
-	wg         sync.WaitGroup
+	// waitQueue holds the waits due within the horizon, soonest first; armed its keys; fired
+	// the waits fired lately (waits.go); rearm tells watchWaits of a new soonest.
+	waitQueue waitHeap
+	armed     map[dueWait]bool
+	fired     map[dueWait]time.Time
+	rearm     chan struct{}
+	wg        sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -111,6 +123,15 @@ func (c *Config) setDefaults() {
 	if c.Lock == nil {
 		c.Lock = feed.NoLock
 	}
+	if c.WaitPoll <= 0 {
+		c.WaitPoll = time.Second
+	}
+	if c.WaitHorizon <= c.WaitPoll {
+		c.WaitHorizon = max(5*time.Second, 2*c.WaitPoll)
+	}
+	if c.WaitBatch <= 0 {
+		c.WaitBatch = 20_000
+	}
 }
 
 // Validate reports the first field out of range, by name. Zero values are valid: they take
@@ -123,6 +144,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler: SweepGrace %v: must not be negative", c.SweepGrace)
 	case c.Concurrency < 0:
 		return fmt.Errorf("scheduler: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
+	case c.WaitPoll < 0:
+		return fmt.Errorf("scheduler: WaitPoll %v: must not be negative", c.WaitPoll)
+	case c.WaitHorizon < 0:
+		return fmt.Errorf("scheduler: WaitHorizon %v: must not be negative", c.WaitHorizon)
+	case c.WaitBatch < 0:
+		return fmt.Errorf("scheduler: WaitBatch %d: must be at least 1 (0 takes the default)", c.WaitBatch)
 	}
 	return nil
 }
@@ -134,7 +161,8 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
 		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
-		early: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{}}
+		early: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
+		armed: map[dueWait]bool{}, fired: map[dueWait]time.Time{}, rearm: make(chan struct{}, 1)}
 }
 
 // Wake starts a run this process has just triggered (commands.WithRunWaker) at once, instead
@@ -194,6 +222,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		clear(s.settled)
 		s.mu.Unlock()
 	}()
+	s.background(ctx, func() { s.watchWaits(ctx) })
 	s.sweep(ctx, s.opts.Now().Add(time.Hour))
 	s.settleWaiting(ctx)
 	tick := time.NewTicker(s.opts.SweepInterval)
@@ -372,6 +401,9 @@ func (s *Scheduler) stepped(ctx context.Context, st *run.State, dispatched []run
 		s.settle(ctx, st.QueueID) // woken ahead of the log (Wake): its queue may admit it now
 		return
 	}
+	if !st.Status.Terminal() {
+		s.armWait(st.ID, st.NextWait())
+	}
 	if err := s.submit(ctx, st, dispatched); err != nil && ctx.Err() == nil {
 		s.log.WithField("runId", st.ID).WithError(err).Warn("cannot submit stage executions; the sweep will retry")
 	}
@@ -480,6 +512,9 @@ func (s *Scheduler) reconcile(ctx context.Context, runID string) error {
 	}
 	if d := st.Deadline(); !d.IsZero() && !st.Status.Terminal() {
 		s.armDeadline(ctx, runID, d)
+	}
+	if !st.Status.Terminal() {
+		s.armWait(runID, st.NextWait())
 	}
 	if st.ParentRunID != "" {
 		if _, err := s.cmds.Workflows.CancelOrphan(ctx, &st); err != nil {
