@@ -1,0 +1,375 @@
+package schedules_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/schedule"
+	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/eventstore/postgres"
+	"github.com/switchyard/switchyard/projections"
+	"github.com/switchyard/switchyard/reactors/schedules"
+	"github.com/switchyard/switchyard/testenv"
+)
+
+// clock is the tests' injected clock: it moves only when told, and tells each reactor.
+type clock struct {
+	mu   sync.Mutex
+	now  time.Time
+	subs []chan struct{}
+}
+
+func newClock(at time.Time) *clock { return &clock{now: at} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) moved() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	c.subs = append(c.subs, ch)
+	return ch
+}
+
+func (c *clock) set(at time.Time) {
+	c.mu.Lock()
+	c.now = at
+	subs := c.subs
+	c.mu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func quietLog() logrus.FieldLogger {
+	l := logrus.New()
+	l.SetLevel(logrus.ErrorLevel)
+	return l
+}
+
+// t0 is a Monday, on the minute.
+var t0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	env  *testenv.Env
+	clk  *clock
+	cmds *commands.Commands
+	ws   string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := testenv.New(t)
+	clk := newClock(t0.Add(30 * time.Second))
+	return &fixture{env: env, clk: clk, cmds: commands.New(env.Store, commands.WithClock(clk.Now)), ws: env.Workspace(t, 1000)}
+}
+
+// start runs a reactor as one process would: commands of its own over a store of its own
+// (its own caches), on the fixture's clock; the returned func stops it.
+func (f *fixture) start(t *testing.T) context.CancelFunc {
+	t.Helper()
+	store, err := postgres.New(context.Background(), f.env.Pool, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cmds := commands.New(store, commands.WithClock(f.clk.Now))
+	r := schedules.New(store, cmds, schedules.Config{Now: f.clk.Now, ClockMoved: f.clk.moved(), Logger: quietLog()})
+	return testenv.Go(t, r.Run)
+}
+
+func (f *fixture) workflow(t *testing.T, config string) workflow.State {
+	t.Helper()
+	def := fmt.Sprintf(`{"name": "scheduled %d", "components": [
+		{"id": "tick", "module": "ON_SCHEDULE", "config": %s},
+		{"id": "echo", "module": "core.echo"}],
+		"edges": [{"from": "tick", "to": "echo"}]}`, time.Now().UnixNano(), config)
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(def), &d); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := f.cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: f.ws, Definition: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
+// fires reads what the schedule's stream recorded of each fire.
+func (f *fixture) fires(t *testing.T, wf workflow.State) []schedule.Fired {
+	t.Helper()
+	events, err := f.env.Store.ReadStream(context.Background(), commands.ScheduleStream(wf.ID, "tick"), 0, 10000)
+	if errors.Is(err, eventstore.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []schedule.Fired
+	for _, ev := range events {
+		e, err := domain.Events.Decode(ev.Type, ev.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fired, ok := e.(schedule.Fired); ok {
+			out = append(out, fired)
+		}
+	}
+	return out
+}
+
+// fireAt moves the clock to at and waits for the schedule to record its fire at fireTime.
+func (f *fixture) fireAt(t *testing.T, wf workflow.State, at, fireTime time.Time) schedule.Fired {
+	t.Helper()
+	f.clk.set(at)
+	var got schedule.Fired
+	testenv.Eventually(t, 20*time.Second, "the fire at "+fireTime.Format(time.RFC3339), func() bool {
+		for _, fired := range f.fires(t, wf) {
+			if fired.FireTime.Equal(fireTime) && !fired.Dequeued {
+				got = fired
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (f *fixture) run(t *testing.T, wf workflow.State, fireTime time.Time) (run.State, bool) {
+	t.Helper()
+	r, err := f.cmds.Workflows.Run(context.Background(), commands.ScheduleRunID(wf.ID, "tick", fireTime))
+	if errors.Is(err, domain.ErrNotFound) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, true
+}
+
+func (f *fixture) mustRun(t *testing.T, wf workflow.State, fireTime time.Time) run.State {
+	t.Helper()
+	var r run.State
+	testenv.Eventually(t, 20*time.Second, "the run of the fire at "+fireTime.Format(time.RFC3339), func() bool {
+		var ok bool
+		r, ok = f.run(t, wf, fireTime)
+		return ok
+	})
+	return r
+}
+
+func (f *fixture) end(t *testing.T, r run.State) {
+	t.Helper()
+	if _, err := f.cmds.Workflows.CancelRun(context.Background(), r.ID, "test ends it"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOverlapSkip(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "input": {"n": 1}}`)
+	f.start(t)
+	m1, m2, m3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	r1 := f.mustRun(t, wf, m1)
+	if string(r1.Input) != `{"n": 1}` && string(r1.Input) != `{"n":1}` {
+		t.Fatalf("trigger body %s, want config.input", r1.Input)
+	}
+	if got := f.fireAt(t, wf, m2, m2); got.Outcome != schedule.OutcomeSkipped {
+		t.Fatalf("fire while the previous run runs: %+v, want skipped", got)
+	}
+	if _, ok := f.run(t, wf, m2); ok {
+		t.Fatal("a skipped fire started a run")
+	}
+	f.end(t, r1)
+	if got := f.fireAt(t, wf, m3, m3); got.Outcome != schedule.OutcomeStarted {
+		t.Fatalf("fire after the previous run ended: %+v", got)
+	}
+	f.mustRun(t, wf, m3)
+}
+
+func TestOverlapAllow(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "overlap": "allow"}`)
+	f.start(t)
+	m1, m2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	f.mustRun(t, wf, m1)
+	f.fireAt(t, wf, m2, m2)
+	f.mustRun(t, wf, m2)
+	if r1, _ := f.run(t, wf, m1); r1.Status.Terminal() {
+		t.Fatalf("allow ended the previous run: %s", r1.Status)
+	}
+}
+
+func TestOverlapCancelPrevious(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "overlap": "cancel_previous"}`)
+	f.start(t)
+	m1, m2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	r1 := f.mustRun(t, wf, m1)
+	if got := f.fireAt(t, wf, m2, m2); got.Cancelled != r1.ID {
+		t.Fatalf("fire %+v: want the previous run %s cancelled", got, r1.ID)
+	}
+	f.mustRun(t, wf, m2)
+	testenv.Eventually(t, 20*time.Second, "the previous run cancelled", func() bool {
+		r, _ := f.run(t, wf, m1)
+		return r.Status == run.StatusFailed
+	})
+}
+
+func TestOverlapQueueOne(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "overlap": "queue_one"}`)
+	f.start(t)
+	m1, m2, m3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	r1 := f.mustRun(t, wf, m1)
+	if got := f.fireAt(t, wf, m2, m2); got.Outcome != schedule.OutcomeQueued {
+		t.Fatalf("fire while running: %+v, want queued", got)
+	}
+	if got := f.fireAt(t, wf, m3, m3); got.Outcome != schedule.OutcomeSkipped {
+		t.Fatalf("second fire while running: %+v, want skipped (one is queued already)", got)
+	}
+	if _, ok := f.run(t, wf, m2); ok {
+		t.Fatal("the queued fire started before the running run ended")
+	}
+	f.end(t, r1) // the clock does not move: the run's end alone starts the queued fire
+	f.mustRun(t, wf, m2)
+	if _, ok := f.run(t, wf, m3); ok {
+		t.Fatal("a fire beyond the one queued started a run")
+	}
+}
+
+func TestCatchUpAfterAStop(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "overlap": "allow", "catchUp": "5m"}`)
+	stop := f.start(t)
+	m1 := t0.Add(time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	stop()
+	// Half an hour passes with no instance running; then one starts.
+	back := t0.Add(31*time.Minute + 20*time.Second)
+	f.clk.set(back)
+	f.start(t)
+	last := t0.Add(31 * time.Minute)
+	f.mustRun(t, wf, last)
+	want := map[time.Time]bool{m1: true}
+	for i := 27; i <= 31; i++ {
+		want[t0.Add(time.Duration(i)*time.Minute)] = true
+		f.mustRun(t, wf, t0.Add(time.Duration(i)*time.Minute))
+	}
+	fired := f.fires(t, wf)
+	if len(fired) != len(want) {
+		t.Fatalf("%d fires recorded, want %d (the first and the 5 within catchUp): %+v", len(fired), len(want), fired)
+	}
+	for _, fi := range fired {
+		if !want[fi.FireTime] || fi.Outcome != schedule.OutcomeStarted {
+			t.Fatalf("fire %+v: not one of the fires within catchUp", fi)
+		}
+	}
+	if _, ok := f.run(t, wf, t0.Add(26*time.Minute)); ok {
+		t.Fatal("a fire older than catchUp ran")
+	}
+}
+
+func TestPauseAndResume(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m", "overlap": "allow"}`)
+	f.start(t)
+	ctx := context.Background()
+	m1 := t0.Add(time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	v, err := f.cmds.Schedules.PauseSchedule(ctx, f.ws, wf.ID, "tick")
+	if err != nil || !v.Paused {
+		t.Fatalf("pause: %+v %v", v, err)
+	}
+	f.clk.set(t0.Add(2 * time.Minute))
+	f.clk.set(t0.Add(3*time.Minute + 30*time.Second))
+	if v, err = f.cmds.Schedules.ResumeSchedule(ctx, f.ws, wf.ID, "tick"); err != nil || v.Paused {
+		t.Fatalf("resume: %+v %v", v, err)
+	}
+	m4 := t0.Add(4 * time.Minute)
+	f.fireAt(t, wf, m4, m4)
+	for _, fi := range f.fires(t, wf) {
+		if !fi.FireTime.Equal(m1) && !fi.FireTime.Equal(m4) {
+			t.Fatalf("fire at %s ran though the schedule was paused then", fi.FireTime)
+		}
+	}
+	if _, err := f.cmds.Schedules.PauseSchedule(ctx, f.ws, wf.ID, "echo"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("pausing a component that is no schedule: %v, want not found", err)
+	}
+}
+
+// Two reactors over one database, both firing at once (no lock between them), through 60
+// fires of an every-second schedule: each fire time starts exactly one run.
+func TestTwoInstancesFireEachFireOnce(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1s", "overlap": "allow"}`)
+	f.start(t)
+	f.start(t)
+	const n = 60
+	base := t0.Add(31 * time.Second)
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Second)
+		f.fireAt(t, wf, at, at)
+		f.mustRun(t, wf, at)
+	}
+	fired := f.fires(t, wf)
+	seen := map[time.Time]bool{}
+	for _, fi := range fired {
+		if seen[fi.FireTime] {
+			t.Fatalf("fire at %s recorded twice", fi.FireTime)
+		}
+		seen[fi.FireTime] = true
+	}
+	if len(fired) != n {
+		t.Fatalf("%d fires recorded, want %d", len(fired), n)
+	}
+	f.env.CaughtUp(t, "runs")
+	_, total, err := f.env.Queries.RunsOf(context.Background(), f.ws, projections.RunFilter{WorkflowID: wf.ID}, projections.Page{Page: 1, Limit: 1})
+	if err != nil || total != n {
+		t.Fatalf("%d runs of the workflow (%v), want exactly %d: one per fire", total, err, n)
+	}
+}
+
+func TestTriggerStartsOneRunNow(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin"}`)
+	ctx := context.Background()
+	started, err := f.cmds.Schedules.TriggerSchedule(ctx, f.ws, wf.ID, "tick", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cmds.Workflows.Run(ctx, started.RunID); err != nil {
+		t.Fatalf("the triggered run: %v", err)
+	}
+	views, err := f.cmds.Schedules.Schedules(ctx, f.ws, wf.ID)
+	if err != nil || len(views) != 1 {
+		t.Fatalf("schedules: %+v %v", views, err)
+	}
+	v := views[0]
+	// 10:00:30 UTC on Monday 5 January is 11:00:30 in Berlin: the next fire is Tuesday's 09:00.
+	if v.LastRunID != started.RunID || len(v.NextFires) != 10 || !v.NextFires[0].Equal(time.Date(2026, 1, 6, 8, 0, 0, 0, time.UTC)) {
+		t.Fatalf("view %+v", v)
+	}
+}
