@@ -3,7 +3,7 @@
 // Nothing else writes state.
 //
 // There is one handler type per noun (Executions, Attempts, Charges, Webhooks, Billing,
-// Workflows, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
+// Workflows, Bulks, Schedules, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
 // clock, the state cache, and load/execute (aggregate.go), which load, decide and append with
 // expectations, retrying on conflict. Commands holds one of each for the wiring.
 package commands
