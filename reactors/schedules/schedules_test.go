@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
@@ -86,13 +87,19 @@ func newFixture(t *testing.T) *fixture {
 // (its own caches), on the fixture's clock; the returned func stops it.
 func (f *fixture) start(t *testing.T) context.CancelFunc {
 	t.Helper()
+	return f.startLocked(t, nil)
+}
+
+// startLocked is start with the reactor elected by lock.
+func (f *fixture) startLocked(t *testing.T, lock schedules.LockFunc) context.CancelFunc {
+	t.Helper()
 	store, err := postgres.New(context.Background(), f.env.Pool, postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	cmds := commands.New(store, commands.WithClock(f.clk.Now))
-	r := schedules.New(store, cmds, schedules.Config{Now: f.clk.Now, ClockMoved: f.clk.moved(), Logger: quietLog()})
+	r := schedules.New(store, cmds, schedules.Config{Lock: lock, Now: f.clk.Now, ClockMoved: f.clk.moved(), Logger: quietLog()})
 	return testenv.Go(t, r.Run)
 }
 
@@ -371,5 +378,64 @@ func TestTriggerStartsOneRunNow(t *testing.T) {
 	// 10:00:30 UTC on Monday 5 January is 11:00:30 in Berlin: the next fire is Tuesday's 09:00.
 	if v.LastRunID != started.RunID || len(v.NextFires) != 10 || !v.NextFires[0].Equal(time.Date(2026, 1, 6, 8, 0, 0, 0, time.UTC)) {
 		t.Fatalf("view %+v", v)
+	}
+}
+
+// A fire recorded by a lead that stopped before starting its run (a crash between the two)
+// has its run started by the next lead, once.
+func TestANewLeadStartsARecordedFiresRun(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1m"}`)
+	m1 := t0.Add(time.Minute)
+	fired := schedule.Fired{WorkflowID: wf.ID, ComponentID: "tick", FireTime: m1, Outcome: schedule.OutcomeStarted,
+		RunID: commands.ScheduleRunID(wf.ID, "tick", m1), At: m1}
+	data, err := domain.Encode(fired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Store.Append(context.Background(), commands.ScheduleStream(wf.ID, "tick"), eventstore.NoStream(),
+		eventstore.EventData{ID: uuid.New(), Type: fired.EventType(), Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.set(m1.Add(30 * time.Second))
+	if _, ok := f.run(t, wf, m1); ok {
+		t.Fatal("the run exists before any lead started it")
+	}
+	f.start(t)
+	f.mustRun(t, wf, m1)
+	if n := len(f.fires(t, wf)); n != 1 {
+		t.Fatalf("%d fires recorded, want the one", n)
+	}
+}
+
+// Two instances under the lock: the lead stops half-way through 60 fires and the other takes
+// over; each fire time still starts exactly one run.
+func TestTheLeadHandsOver(t *testing.T) {
+	f := newFixture(t)
+	wf := f.workflow(t, `{"every": "1s", "overlap": "allow"}`)
+	lock := func(ctx context.Context, fn func(context.Context) error) error {
+		return projections.HoldLock(ctx, f.env.Pool.Config().ConnConfig, "schedules", fn)
+	}
+	stopFirst := f.startLocked(t, lock)
+	f.startLocked(t, lock)
+	const n = 60
+	base := t0.Add(31 * time.Second)
+	for i := range n {
+		if i == n/2 {
+			stopFirst()
+		}
+		at := base.Add(time.Duration(i) * time.Second)
+		f.clk.set(at)
+		f.mustRun(t, wf, at)
+	}
+	seen := map[time.Time]bool{}
+	for _, fi := range f.fires(t, wf) {
+		if seen[fi.FireTime] || fi.Outcome != schedule.OutcomeStarted {
+			t.Fatalf("fire %+v: recorded twice or not started", fi)
+		}
+		seen[fi.FireTime] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d fires recorded, want %d", len(seen), n)
 	}
 }
