@@ -313,8 +313,13 @@ func (h *Schedules) running(ctx context.Context, id string) (bool, error) {
 	return !r.Status.Terminal(), nil
 }
 
-// start starts the schedule's run runID, a no-op when it exists.
+// start starts the schedule's run runID, a no-op when it exists. An existing run is looked
+// for first: starting it again would pass the balance check before finding it, and a
+// workspace short of credits would fail a fire that had already run.
 func (h *Schedules) start(ctx context.Context, wf workflow.State, componentID, runID string, sched workflow.Schedule) error {
+	if _, err := h.workflows.Run(ctx, runID); err == nil || !errors.Is(err, domain.ErrNotFound) {
+		return err
+	}
 	_, _, err := startRun(ctx, h.workflows, StartRun{WorkspaceID: wf.WorkspaceID, WorkflowID: wf.ID, TriggerID: componentID,
 		RunID: runID, Input: sched.Body()})
 	return err
