@@ -7,17 +7,14 @@ import (
 	"time"
 )
 
-// The schedules of docs/workflows.md ("Schedules") through the built binary: listing with the
-// next fires, pause and resume, firing by hand, a bad cron refused naming its field, and an
-// every-second schedule firing on the service's own clock.
+// The schedules of docs/workflows.md ("Schedules"), its worked example, through the built
+// binary: listing with the next fires, pause and resume, firing by hand, a bad cron refused
+// naming its field, and an every-second schedule firing on the service's own clock.
 func TestSchedulesBlackBox(t *testing.T) {
 	svc := startSDKService(t, 1000, "SWITCHYARD_RATE_LIMIT=1000", "SWITCHYARD_RATE_BURST=1000")
 	c := svc.caller(t, svc.key)
-	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "weekday report", "components": [
-		{"id": "weekdays", "module": "ON_SCHEDULE", "config": {"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin",
-			"overlap": "queue_one", "input": {"report": "daily"}}},
-		{"id": "build", "module": "core.echo"}],
-		"edges": [{"from": "weekdays", "to": "build"}]}`)
+	// The worked example of docs/workflows.md, as written there.
+	wf := svc.createWorkflow(t, svc.key.WorkspaceID, docExample(t, "Weekday report"))
 	id := wf["id"].(string)
 	base := "/v1/sdk/workflows/" + id + "/schedules"
 
@@ -37,7 +34,8 @@ func TestSchedulesBlackBox(t *testing.T) {
 
 	t.Run("the list gives each schedule its next 10 fires, in its zone", func(t *testing.T) {
 		s := list(t)
-		if len(s) != 1 || s[0]["componentId"] != "weekdays" || s[0]["paused"] != false || s[0]["overlap"] != "queue_one" || s[0]["timezone"] != "Europe/Berlin" {
+		if len(s) != 1 || s[0]["componentId"] != "weekdays" || s[0]["paused"] != false || s[0]["overlap"] != "queue_one" ||
+			s[0]["timezone"] != "Europe/Berlin" || s[0]["catchUp"] != "2h" {
 			t.Fatalf("schedules %v", s)
 		}
 		berlin, _ := time.LoadLocation("Europe/Berlin")
@@ -91,7 +89,7 @@ func TestSchedulesBlackBox(t *testing.T) {
 		wantErrorBody(t, r, http.StatusBadRequest, "config.overlap")
 	})
 	t.Run("an every-second schedule fires on its own", func(t *testing.T) {
-		r := c.post("/v1/sdk/workflows/"+id+"/components/weekdays", `{"config": {"cron": null, "timezone": null, "every": "1s"}}`)
+		r := c.post("/v1/sdk/workflows/"+id+"/components/weekdays", `{"config": {"cron": null, "timezone": null, "jitterMs": null, "every": "1s"}}`)
 		mustStatus(t, r, http.StatusOK, "switch to every 1s")
 		before := list(t)[0]["lastRunId"]
 		var runID string
