@@ -120,10 +120,16 @@ func (f *fixture) workflow(t *testing.T, config string) workflow.State {
 	return wf
 }
 
-// fires reads what the schedule's stream recorded of each fire.
+// fires reads what the stream of the schedule "tick" recorded of each fire.
 func (f *fixture) fires(t *testing.T, wf workflow.State) []schedule.Fired {
 	t.Helper()
-	events, err := f.env.Store.ReadStream(context.Background(), commands.ScheduleStream(wf.ID, "tick"), 0, 10000)
+	return f.firesOf(t, wf, "tick")
+}
+
+// firesOf reads what the stream of schedule component recorded of each fire.
+func (f *fixture) firesOf(t *testing.T, wf workflow.State, component string) []schedule.Fired {
+	t.Helper()
+	events, err := f.env.Store.ReadStream(context.Background(), commands.ScheduleStream(wf.ID, component), 0, 10000)
 	if errors.Is(err, eventstore.ErrStreamNotFound) {
 		return nil
 	}
@@ -437,5 +443,64 @@ func TestTheLeadHandsOver(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d fires recorded, want %d", len(seen), n)
+	}
+}
+
+// The reactor over the daylight-saving changes of 2026 in two zones, on the injected clock: a
+// time a spring-forward skips fires at the gap's end, a time a fall-back repeats fires once.
+// "probe" fires every 30 minutes, on every step, after the other two are decided (components
+// are decided in order), so its fire at a moment shows that moment was looked at; its next
+// fire is half an hour away, so no timer of the reactor's rings between two steps.
+func TestFiresAcrossDSTInTwoZones(t *testing.T) {
+	f := newFixture(t)
+	def := `{"name": "dst", "components": [
+		{"id": "berlin", "module": "ON_SCHEDULE", "config": {"cron": "30 2 * * *", "timezone": "Europe/Berlin", "overlap": "allow"}},
+		{"id": "newyork", "module": "ON_SCHEDULE", "config": {"cron": "30 1,2 * * *", "timezone": "America/New_York", "overlap": "allow"}},
+		{"id": "probe", "module": "ON_SCHEDULE", "config": {"every": "30m"}},
+		{"id": "echo", "module": "core.echo"}],
+		"edges": [{"from": "berlin", "to": "echo"}, {"from": "newyork", "to": "echo"}, {"from": "probe", "to": "echo"}]}`
+	var d workflow.Definition
+	if err := json.Unmarshal([]byte(def), &d); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := f.cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: f.ws, Definition: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	steps := []string{
+		"2026-03-08T06:30:00Z", // 01:30 EST in New York
+		"2026-03-08T07:00:00Z", // 03:00 EDT: the end of the gap that skipped 02:30
+		"2026-03-29T01:00:00Z", // 03:00 CEST in Berlin: the end of the gap that skipped 02:30
+		"2026-10-25T00:30:00Z", // 02:30 CEST
+		"2026-10-25T01:30:00Z", // 02:30 CET, the second time: no fire
+		"2026-11-01T05:30:00Z", // 01:30 EDT in New York
+		"2026-11-01T06:30:00Z", // 01:30 EST, the second time: no fire
+		"2026-11-01T07:30:00Z", // 02:30 EST
+	}
+	for _, step := range steps {
+		at, _ := time.Parse(time.RFC3339, step)
+		f.clk.set(at)
+		testenv.Eventually(t, 20*time.Second, "the moment "+step+" looked at", func() bool {
+			for _, fi := range f.firesOf(t, wf, "probe") {
+				if fi.FireTime.Equal(at) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	times := func(component string) string {
+		var out []string
+		for _, fi := range f.firesOf(t, wf, component) {
+			out = append(out, fi.FireTime.Format(time.RFC3339))
+		}
+		return fmt.Sprint(out)
+	}
+	if got, want := times("berlin"), "[2026-03-29T01:00:00Z 2026-10-25T00:30:00Z]"; got != want {
+		t.Errorf("Berlin fired at %s, want %s", got, want)
+	}
+	if got, want := times("newyork"), "[2026-03-08T06:30:00Z 2026-03-08T07:00:00Z 2026-11-01T05:30:00Z 2026-11-01T07:30:00Z]"; got != want {
+		t.Errorf("New York fired at %s, want %s", got, want)
 	}
 }
