@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -47,6 +48,8 @@ type Config struct {
 	RetryInterval time.Duration
 	// ScanPage is how many definition events one read of the log takes on start. Default 500.
 	ScanPage int
+	// Concurrency bounds the workflows whose due fires are decided at once. Default 8.
+	Concurrency int
 	// Logger receives the reactor's warnings; default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
@@ -64,6 +67,9 @@ func (c *Config) setDefaults() {
 	if c.ScanPage <= 0 {
 		c.ScanPage = 500
 	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
@@ -76,6 +82,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("schedules: RetryInterval %v: must not be negative", c.RetryInterval)
 	case c.ScanPage < 0:
 		return fmt.Errorf("schedules: ScanPage %d: must be at least 1 (0 takes the default)", c.ScanPage)
+	case c.Concurrency < 0:
+		return fmt.Errorf("schedules: Concurrency %d: must be at least 1 (0 takes the default)", c.Concurrency)
 	}
 	return nil
 }
@@ -129,9 +137,7 @@ func (r *Reactor) lead(ctx context.Context) error {
 	}
 	r.log.WithField("workflows", len(ids)).Info("schedules running")
 	p := plans{wake: map[string]time.Time{}, waits: map[string]string{}}
-	for _, id := range ids {
-		r.advance(ctx, &p, id, true)
-	}
+	r.advance(ctx, &p, ids, true)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -144,7 +150,7 @@ func (r *Reactor) lead(ctx context.Context) error {
 				return nil
 			}
 			if id := r.workflowOf(ev, p); id != "" {
-				r.advance(ctx, &p, id, false)
+				r.advance(ctx, &p, []string{id}, false)
 			}
 		case <-armed:
 			r.due(ctx, &p)
@@ -178,14 +184,38 @@ func (r *Reactor) due(ctx context.Context, p *plans) {
 			ids = append(ids, id)
 		}
 	}
-	for _, id := range ids {
-		r.advance(ctx, p, id, false)
+	r.advance(ctx, p, ids, false)
+}
+
+// advance decides the due fires of the workflows ids, Concurrency at a time, and records what
+// their schedules wait for next.
+func (r *Reactor) advance(ctx context.Context, p *plans, ids []string, restart bool) {
+	type result struct {
+		plans []commands.SchedulePlan
+		err   error
+	}
+	results := make([]result, len(ids))
+	slots := make(chan struct{}, r.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			got, err := r.cmds.Schedules.AdvanceSchedules(ctx, id, restart)
+			results[i] = result{got, err}
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		r.record(ctx, p, id, results[i].plans, results[i].err)
 	}
 }
 
-// advance decides workflow id's due fires and records what its schedules wait for next.
-func (r *Reactor) advance(ctx context.Context, p *plans, id string, restart bool) {
-	got, err := r.cmds.Schedules.AdvanceSchedules(ctx, id, restart)
+// record keeps what workflow id's schedules wait for; a failed decision is tried again after
+// RetryInterval.
+func (r *Reactor) record(ctx context.Context, p *plans, id string, got []commands.SchedulePlan, err error) {
 	delete(p.wake, id)
 	for run, wf := range p.waits {
 		if wf == id {
