@@ -504,3 +504,25 @@ func TestFiresAcrossDSTInTwoZones(t *testing.T) {
 		t.Errorf("New York fired at %s, want %s", got, want)
 	}
 }
+
+// A workflow created while the reactor runs, and a change of its schedule, reach the reactor
+// from the log: the reactor only looks at a workflow when a wake it knows of is due, or an
+// event of it arrives.
+func TestLearnsSchedulesFromTheLog(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	wf := f.workflow(t, `{"every": "1m", "input": {"v": 1}}`)
+	m1 := t0.Add(time.Minute)
+	f.fireAt(t, wf, m1, m1)
+	f.end(t, f.mustRun(t, wf, m1))
+	// Every 30 s from now on: the next fire is at 1m30s, before the 2m the reactor knew of.
+	if _, err := f.cmds.Workflows.UpdateComponent(context.Background(), f.ws, wf.ID, "tick",
+		workflow.ComponentPatch{Config: json.RawMessage(`{"every": "30s", "input": {"v": 2}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	half := m1.Add(30 * time.Second)
+	f.fireAt(t, wf, half, half)
+	if r := f.mustRun(t, wf, half); string(r.Input) != `{"v":2}` && string(r.Input) != `{"v": 2}` {
+		t.Fatalf("the run after the change has input %s", r.Input)
+	}
+}
