@@ -87,6 +87,14 @@ type Waits struct {
 	workflows *Workflows
 }
 
+// Schedules holds the ON_SCHEDULE components of workflows (schedule.go): pausing and
+// resuming them, starting a run by hand, and deciding each fire once, whichever instance or
+// restart asks. It starts runs through Workflows.
+type Schedules struct {
+	*core
+	workflows *Workflows
+}
+
 // Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
 // Workflows.
 type Bulks struct {

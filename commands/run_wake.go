@@ -8,5 +8,9 @@ func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
 	w := *c.Workflows
 	w.wake = wake
 	wired.Workflows = &w
+	// The nouns that start runs through Workflows start them through the wired one.
+	s := *c.Schedules
+	s.workflows = &w
+	wired.Schedules = &s
 	return &wired
 }

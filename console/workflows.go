@@ -44,6 +44,8 @@ type workflowData struct {
 	Triggerable bool
 	// Body is the trigger form's body, kept when it was refused.
 	Body string
+	// Schedules are the workflow's ON_SCHEDULE components with their next fires.
+	Schedules []commands.ScheduleView
 	// Bulks are the workflow's latest bulk actions; BulkForm the bulk form as posted.
 	Bulks    []projections.BulkRow
 	BulkForm bulkForm
@@ -94,6 +96,10 @@ func (c *Console) showWorkflow(q *request, wf workflow.State, d workflowData, p 
 		return
 	}
 	d.Runs, d.Pager = runs, newPager(q, p, total)
+	if d.Schedules, err = c.cmds.Schedules.Schedules(q.ctx(), q.ws.ID, wf.ID); err != nil {
+		c.fail(q, err)
+		return
+	}
 	if d.Bulks, _, err = c.q.BulksOf(q.ctx(), q.ws.ID, wf.ID, projections.Page{Page: 1, Limit: 10}); err != nil {
 		c.fail(q, err)
 		return

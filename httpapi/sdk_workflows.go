@@ -48,6 +48,7 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/runs/bulk", s.Auth.Route(1, http.HandlerFunc(s.bulk))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)
+	s.mountSchedules(v1)
 }
 
 func (s *SDKWorkflows) list(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Schedules read their cron in IANA zones (config.timezone): the zone database is built in
+	// for hosts and images without one; a host's own is still preferred.
+	_ "time/tzdata"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

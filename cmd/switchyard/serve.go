@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
+	"github.com/switchyard/switchyard/reactors/schedules"
 	"github.com/switchyard/switchyard/reactors/webhooks"
 	"github.com/switchyard/switchyard/server"
 )
@@ -99,6 +100,11 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "bulks", fn)
 		}})
+	// Schedules start their runs through cmds, so that sched starts each at once.
+	fires := schedules.New(a.store, cmds, schedules.Config{Logger: a.log,
+		Lock: func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "schedules", fn)
+		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	wake = sched.Wake
@@ -130,6 +136,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		g.Go(func() error { return exec.Run(gctx) })
 		g.Go(func() error { return sched.Run(gctx) })
 		g.Go(func() error { return bulkWorker.Run(gctx) })
+		g.Go(func() error { return fires.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })

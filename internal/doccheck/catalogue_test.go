@@ -25,6 +25,7 @@ import (
 	_ "github.com/switchyard/switchyard/domain/module"
 	_ "github.com/switchyard/switchyard/domain/run"
 	_ "github.com/switchyard/switchyard/domain/runnotify"
+	_ "github.com/switchyard/switchyard/domain/schedule"
 	_ "github.com/switchyard/switchyard/domain/session"
 	_ "github.com/switchyard/switchyard/domain/signingkey"
 	_ "github.com/switchyard/switchyard/domain/user"
