@@ -56,6 +56,8 @@ type Commands struct {
 	Workflows *Workflows
 	// Bulks holds bulk actions on runs of a workflow.
 	Bulks *Bulks
+	// Events takes events sent to workflows' ON_EVENT triggers and flushes debounce windows.
+	Events *Events
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
 	// Modules holds workspace modules: the workspace's own code, run by workers or endpoints.
@@ -108,6 +110,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Billing:    billing,
 		Workflows:  workflows,
 		Bulks:      &Bulks{core: c, workflows: workflows},
+		Events:     &Events{core: c, workflows: workflows},
 		Workspaces: workspaces,
 		Modules:    mods,
 		Identity:   identity,

@@ -45,12 +45,17 @@ type StartRun struct {
 // error, when a run of that id exists already. Package-level, so that each noun that starts
 // runs (schedules, events, hooks) shares it without growing Workflows.
 func startRun(ctx context.Context, w *Workflows, c StartRun) (TriggeredRun, bool, error) {
-	started := TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}
-	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
-		return started, false, err
-	}
 	wf, err := w.Workflow(ctx, c.WorkspaceID, c.WorkflowID)
 	if err != nil {
+		return TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}, false, err
+	}
+	return startRunOf(ctx, w, wf, c)
+}
+
+// startRunOf is startRun of workflow wf as the caller has just read it.
+func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun) (TriggeredRun, bool, error) {
+	started := TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}
+	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
 		return started, false, err
 	}
 	if !triggerOf(wf.Definition, c.TriggerID) {
@@ -59,7 +64,7 @@ func startRun(ctx context.Context, w *Workflows, c StartRun) (TriggeredRun, bool
 	if err := w.checkBalance(ctx, c.WorkspaceID, passCost(w.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return started, false, err
 	}
-	_, _, err = executeCached(ctx, w, RunStream(c.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
+	_, _, err := executeCached(ctx, w, RunStream(c.RunID), runAgg, func(s run.State) ([]domain.Event, error) {
 		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, edgeCondition(ctx), w.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {
@@ -97,13 +102,42 @@ type Delivery struct {
 }
 
 // deliver hands d to its trigger component: it starts the delivery's run, whose id derives
-// from the delivery. (A component's debounce, when it has one, gathers deliveries here
-// instead.) started is empty when the delivery started no run now.
+// from the delivery, or, when the component has a debounce, gathers the delivery into its
+// key's window (debounce.go), starting the window's run when the delivery fills it. started
+// is empty when the delivery started no run now.
 func deliver(ctx context.Context, w *Workflows, d Delivery) (started []TriggeredRun, err error) {
-	r, _, err := startRun(ctx, w, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
-		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
+	wf, err := w.Workflow(ctx, d.WorkspaceID, d.WorkflowID)
 	if err != nil {
 		return nil, err
 	}
-	return []TriggeredRun{r}, nil
+	r, err := deliverTo(ctx, w, wf, d)
+	if err != nil || !r.Started {
+		return nil, err
+	}
+	return []TriggeredRun{r.TriggeredRun}, nil
+}
+
+// delivered is where a delivery went: its run, or the debounce window's run that will carry
+// it (Debounced), and whether that run has started.
+type delivered struct {
+	TriggeredRun
+	Debounced bool
+	Started   bool
+}
+
+// deliverTo is deliver to workflow wf as the caller has just read it.
+func deliverTo(ctx context.Context, w *Workflows, wf workflow.State, d Delivery) (delivered, error) {
+	db, err := debounceOf(wf.Definition, d.TriggerID)
+	if err != nil {
+		return delivered{}, err
+	}
+	if db != nil {
+		return gather(ctx, w, wf, d, *db)
+	}
+	r, _, err := startRunOf(ctx, w, wf, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
+		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
+	if err != nil {
+		return delivered{}, err
+	}
+	return delivered{TriggeredRun: r, Started: true}, nil
 }

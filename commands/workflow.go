@@ -40,6 +40,9 @@ func (h *Workflows) prepareDefinition(ctx context.Context, workspaceID string, d
 	if err := d.ValidateConditions(checkCondition); err != nil {
 		return d, err
 	}
+	if err := d.ValidateTriggerExpressions(checkPayloadFilter, checkPayloadValue); err != nil {
+		return d, err
+	}
 	return h.sealNotify(d)
 }
 

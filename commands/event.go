@@ -1,0 +1,244 @@
+package commands
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/appevent"
+	"github.com/switchyard/switchyard/domain/debounce"
+	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+var appEventAgg = aggregate[appevent.State]{evolve: appevent.State.Evolve}
+
+// AppEventStream is the stream of an event id of a workspace (hashed: ids are the caller's
+// text).
+func AppEventStream(workspaceID, id string) string {
+	sum := sha256.Sum256([]byte(workspaceID + "\n" + id))
+	return eventstore.StreamName(appevent.Category, hex.EncodeToString(sum[:]))
+}
+
+// EventTriggerIndex finds the ON_EVENT components of a workspace listening for a name: the
+// eventtriggers read model (projections.Queries), which commands does not import. It only
+// proposes: each candidate is checked again on its workflow's stream.
+type EventTriggerIndex interface {
+	EventTriggersOf(ctx context.Context, workspaceID, name string) ([]appevent.Match, error)
+}
+
+// SendEvent is an event sent to POST /v1/sdk/events.
+type SendEvent struct {
+	WorkspaceID string
+	// APIKeyID is the key that sent it; AllowedWorkflowIDs, when not empty, limits the
+	// workflows it may start to the key's.
+	APIKeyID           string
+	AllowedWorkflowIDs []string
+	// ID is the caller's id of the event, "" for none: an id sent again within
+	// appevent.DedupWindow is answered with the first's runs.
+	ID      string
+	Name    string
+	Payload json.RawMessage
+	// Triggers is the index of ON_EVENT components.
+	Triggers EventTriggerIndex
+}
+
+// SentEvent is what an event started.
+type SentEvent struct {
+	EventID string         `json:"eventId"`
+	Runs    []appevent.Run `json:"runs"`
+	// Duplicate is true when the id was seen within the dedup window: Runs are the first's.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// MaxEventPayload bounds an event's payload.
+const MaxEventPayload = 256 << 10
+
+// SendEvent starts a run of every workflow of the workspace whose ON_EVENT component has the
+// event's name and whose filter holds for its payload (a debounced component gathers it
+// instead). An id seen within appevent.DedupWindow is not processed twice.
+func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) {
+	if err := checkEvent(c); err != nil {
+		return SentEvent{}, err
+	}
+	if c.ID == "" {
+		c.ID = uuid.NewString()
+	}
+	stream := AppEventStream(c.WorkspaceID, c.ID)
+	read, err := load(ctx, h, stream, appEventAgg)
+	if err != nil {
+		return SentEvent{}, wrap("send event", err)
+	}
+	if read.state.Seen(h.now()) {
+		return h.answerAgain(ctx, stream, read.state, c)
+	}
+	matches, err := h.match(ctx, c)
+	if err != nil {
+		return SentEvent{}, err
+	}
+	r := appevent.Received{WorkspaceID: c.WorkspaceID, ID: c.ID, Name: c.Name, Payload: c.Payload, Matches: matches, APIKeyID: c.APIKeyID}
+	st, _, err := executeFrom(ctx, h, stream, appEventAgg, &read, func(s appevent.State) ([]domain.Event, error) {
+		return appevent.DecideReceive(s, stream, r, h.now())
+	})
+	if err != nil {
+		return SentEvent{}, wrap("send event", err)
+	}
+	if st.Delivered {
+		return h.answerAgain(ctx, stream, st, c) // another request received and delivered it meanwhile
+	}
+	return h.deliverEvent(ctx, stream, st.Last, c)
+}
+
+// checkEvent checks what the edge cannot: names, lengths and storable text.
+func checkEvent(c SendEvent) error {
+	if err := workflow.CheckEventName("name", c.Name); err != nil {
+		return err
+	}
+	if len(c.ID) > appevent.MaxIDLength {
+		return domain.Invalid("id", "must be at most %d characters", appevent.MaxIDLength)
+	}
+	if err := domain.CheckStorableString("id", c.ID); err != nil {
+		return err
+	}
+	if len(c.Payload) > MaxEventPayload {
+		return domain.Invalid("payload", "must be at most %d bytes", MaxEventPayload)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(c.Payload, &obj) != nil || obj == nil {
+		return domain.Invalid("payload", "must be a JSON object")
+	}
+	return domain.CheckStorableJSON("payload", c.Payload)
+}
+
+// match lists the ON_EVENT components the event reaches now: the index's candidates whose
+// workflow, as its stream holds it, still listens for the name and whose filter holds.
+func (h *Events) match(ctx context.Context, c SendEvent) ([]appevent.Match, error) {
+	candidates, err := c.Triggers.EventTriggersOf(ctx, c.WorkspaceID, c.Name)
+	if err != nil {
+		return nil, wrap("match event", err)
+	}
+	matches := []appevent.Match{}
+	for _, m := range candidates {
+		if len(c.AllowedWorkflowIDs) > 0 && !slices.Contains(c.AllowedWorkflowIDs, m.WorkflowID) {
+			continue
+		}
+		wf, err := h.workflows.Workflow(ctx, c.WorkspaceID, m.WorkflowID)
+		if err != nil {
+			continue // deleted since the index saw it
+		}
+		if h.listens(ctx, wf.Definition, m.ComponentID, c) {
+			matches = append(matches, m)
+		}
+	}
+	return matches, nil
+}
+
+// listens reports whether component id of d is an ON_EVENT of the event's name whose filter
+// holds for its payload. A filter that fails at run time (null compared with a number, past its
+// deadline) does not hold, as an edge's condition is not taken.
+func (h *Events) listens(ctx context.Context, d workflow.Definition, id string, c SendEvent) bool {
+	for _, comp := range d.Components {
+		if comp.ID != id || comp.Module != workflow.ModuleOnEvent {
+			continue
+		}
+		ec, err := workflow.ParseEvent(comp.Config)
+		if err != nil || ec.Name != c.Name {
+			return false
+		}
+		if ec.Filter == "" {
+			return true
+		}
+		f, err := payloadExprs.get(ec.Filter, true)
+		if err != nil {
+			return false
+		}
+		ok, err := f.Holds(ctx, c.Payload)
+		return err == nil && ok
+	}
+	return false
+}
+
+// deliverEvent delivers reception r to each component it matched, then records the runs. A
+// delivery repeated (the same event sent again before its runs were recorded, after a crash)
+// finds the same runs: their ids derive from the reception.
+func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Received, c SendEvent) (SentEvent, error) {
+	runs := []appevent.Run{}
+	for _, m := range r.Matches {
+		wf, err := h.workflows.Workflow(ctx, r.WorkspaceID, m.WorkflowID)
+		if err != nil {
+			continue // deleted meanwhile: no run
+		}
+		d, err := deliverTo(ctx, h.workflows, wf, Delivery{WorkspaceID: r.WorkspaceID, WorkflowID: m.WorkflowID, TriggerID: m.ComponentID,
+			ID: r.EventID, Payload: r.Payload})
+		if err != nil {
+			return SentEvent{}, fmt.Errorf("deliver event %s to workflow %s: %w", r.EventID, m.WorkflowID, err)
+		}
+		if d.RunID != "" {
+			runs = append(runs, appevent.Run{WorkflowID: m.WorkflowID, RunID: d.RunID, Debounced: d.Debounced})
+		}
+	}
+	_, _, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
+		return appevent.DecideDelivered(s, r.EventID, runs, h.now())
+	})
+	if err != nil {
+		return SentEvent{}, wrap("send event", err)
+	}
+	return SentEvent{EventID: r.EventID, Runs: visible(runs, c.AllowedWorkflowIDs)}, nil
+}
+
+// answerAgain answers an id seen within the dedup window: the first reception's runs, after
+// finishing its deliveries when a crash interrupted them.
+func (h *Events) answerAgain(ctx context.Context, stream string, s appevent.State, c SendEvent) (SentEvent, error) {
+	if !s.Delivered {
+		out, err := h.deliverEvent(ctx, stream, s.Last, c)
+		out.Duplicate = true
+		return out, err
+	}
+	return SentEvent{EventID: s.Last.EventID, Runs: visible(s.Runs, c.AllowedWorkflowIDs), Duplicate: true}, nil
+}
+
+// visible keeps the runs of the workflows a scoped key may use.
+func visible(runs []appevent.Run, allowed []string) []appevent.Run {
+	if len(allowed) == 0 {
+		return runs
+	}
+	out := []appevent.Run{}
+	for _, r := range runs {
+		if slices.Contains(allowed, r.WorkflowID) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// FlushDebounce starts the run of debounce window stream if it is due at the clock's now (the
+// debounce reactor's timer). It answers when the window is due otherwise (a delivery since
+// moved it), zero once its run has started or could not be; an error is worth a retry.
+func (h *Events) FlushDebounce(ctx context.Context, stream string) (next time.Time, err error) {
+	d, err := flushWindow(ctx, h.workflows, stream, false)
+	if err != nil || d.Started || d.RunID != "" {
+		return time.Time{}, err
+	}
+	l, err := load(ctx, h, stream, debounceAgg)
+	if err != nil {
+		return time.Time{}, wrap("flush debounce", err)
+	}
+	if l.state.Flushed && !l.state.Started {
+		return h.now(), nil // flushed, its start refused for now: again soon
+	}
+	next, _ = l.state.Due()
+	return next, nil
+}
+
+// DebounceWindow folds a debounce window.
+func (h *Events) DebounceWindow(ctx context.Context, stream string) (debounce.State, error) {
+	l, err := load(ctx, h, stream, debounceAgg)
+	return l.state, wrap("debounce window", err)
+}
