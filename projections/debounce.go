@@ -69,9 +69,9 @@ func (DebounceWindows) Apply(ctx context.Context, tx *Tx, ev eventstore.Recorded
 				ev.Stream, keyID, e.N, e.WorkspaceID, e.WorkflowID, e.ComponentID, e.At, e.Config.QuietMs, e.Config.MaxWaitMs, e.Config.MaxItems)
 		}
 		// The due time as debounce.State.Due has it.
-		tx.Exec(`UPDATE debounce_windows SET items = items + 1, last_at = $2,
-			due_at = CASE WHEN items + 1 >= max_items THEN $2
-				ELSE LEAST($2 + quiet_ms * interval '1 millisecond', first_at + max_wait_ms * interval '1 millisecond') END
+		tx.Exec(`UPDATE debounce_windows SET items = items + 1, last_at = $2::timestamptz,
+			due_at = CASE WHEN items + 1 >= max_items THEN $2::timestamptz
+				ELSE LEAST($2::timestamptz + quiet_ms * interval '1 millisecond', first_at + max_wait_ms * interval '1 millisecond') END
 			WHERE stream = $1 AND NOT flushed`, ev.Stream, e.At)
 	case debounce.Flushed:
 		tx.Exec(`UPDATE debounce_windows SET flushed = true, due_at = $2 WHERE stream = $1`, ev.Stream, e.At)
