@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/debounce"
@@ -66,14 +67,26 @@ func debounceKey(ctx context.Context, cfg workflow.DebounceConfig, payload json.
 	return string(v)
 }
 
+// clockSkew is how far the clocks of two instances may disagree: a delivery delivered again
+// looks for itself in the windows last written up to this long before it was first received.
+const clockSkew = time.Minute
+
 // gather adds d to the open window of its key, going on to the next window past closed or
 // full ones (a full one is flushed on the way), and starts the window's run when d fills it.
-func gather(ctx context.Context, w *Workflows, wf workflow.State, d Delivery, cfg workflow.DebounceConfig) (delivered, error) {
+// A delivery delivered again (again: when it was first received) may sit in a window flushed
+// since: the key's earlier windows are searched for it first, back to those last written
+// before it was received.
+func gather(ctx context.Context, w *Workflows, d Delivery, cfg workflow.DebounceConfig, again time.Time) (delivered, error) {
 	key := debounceKey(ctx, cfg, d.Payload)
 	keyID := debounceKeyID(d.WorkflowID, d.TriggerID, key)
 	n, err := findHead(ctx, w, keyID)
 	if err != nil {
 		return delivered{}, err
+	}
+	if !again.IsZero() {
+		if found, ok, err := findDelivery(ctx, w, keyID, n, d.ID, again.Add(-clockSkew)); err != nil || ok {
+			return found, err
+		}
 	}
 	for {
 		stream := DebounceStream(keyID, n)
@@ -101,6 +114,27 @@ func gather(ctx context.Context, w *Workflows, wf workflow.State, d Delivery, cf
 		runID := DerivedRunID("debounce", stream)
 		return delivered{TriggeredRun: TriggeredRun{RunID: runID, JobID: stageOf(runID, d.TriggerID)}, Debounced: true}, nil
 	}
+}
+
+// findDelivery looks for delivery id in the windows of keyID before head, latest first, back
+// to the first last written before since. A window found flushed is flushed again (its run
+// started, if a crash stopped that).
+func findDelivery(ctx context.Context, w *Workflows, keyID string, head int, id string, since time.Time) (delivered, bool, error) {
+	for n := head - 1; n >= 0; n-- {
+		stream := DebounceStream(keyID, n)
+		l, err := load(ctx, w, stream, debounceAgg)
+		if err != nil {
+			return delivered{}, false, err
+		}
+		if l.state.Holds(id) {
+			d, err := flushWindow(ctx, w, stream, true)
+			return d, true, err
+		}
+		if l.state.LastAt.Before(since) {
+			break
+		}
+	}
+	return delivered{}, false, nil
 }
 
 // findHead is the first window of keyID not known closed: this process's hint, or the first

@@ -93,7 +93,7 @@ func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) 
 	if st.Delivered {
 		return h.answerAgain(ctx, stream, st, c) // another request received and delivered it meanwhile
 	}
-	return h.deliverEvent(ctx, stream, st.Last, c)
+	return h.deliverEvent(ctx, stream, st.Last, c, false)
 }
 
 // checkEvent checks what the edge cannot: names, lengths and storable text.
@@ -168,7 +168,11 @@ func (h *Events) listens(ctx context.Context, d workflow.Definition, id string, 
 // deliverEvent delivers reception r to each component it matched, then records the runs. A
 // delivery repeated (the same event sent again before its runs were recorded, after a crash)
 // finds the same runs: their ids derive from the reception.
-func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Received, c SendEvent) (SentEvent, error) {
+func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Received, c SendEvent, again bool) (SentEvent, error) {
+	var since time.Time
+	if again {
+		since = r.At
+	}
 	runs := []appevent.Run{}
 	for _, m := range r.Matches {
 		wf, err := h.workflows.Workflow(ctx, r.WorkspaceID, m.WorkflowID)
@@ -176,7 +180,7 @@ func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Rec
 			continue // deleted meanwhile: no run
 		}
 		d, err := deliverTo(ctx, h.workflows, wf, Delivery{WorkspaceID: r.WorkspaceID, WorkflowID: m.WorkflowID, TriggerID: m.ComponentID,
-			ID: r.EventID, Payload: r.Payload})
+			ID: r.EventID, Payload: r.Payload}, since)
 		if err != nil {
 			return SentEvent{}, fmt.Errorf("deliver event %s to workflow %s: %w", r.EventID, m.WorkflowID, err)
 		}
@@ -197,7 +201,7 @@ func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Rec
 // finishing its deliveries when a crash interrupted them.
 func (h *Events) answerAgain(ctx context.Context, stream string, s appevent.State, c SendEvent) (SentEvent, error) {
 	if !s.Delivered {
-		out, err := h.deliverEvent(ctx, stream, s.Last, c)
+		out, err := h.deliverEvent(ctx, stream, s.Last, c, true)
 		out.Duplicate = true
 		return out, err
 	}

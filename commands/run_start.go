@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -110,7 +111,7 @@ func deliver(ctx context.Context, w *Workflows, d Delivery) (started []Triggered
 	if err != nil {
 		return nil, err
 	}
-	r, err := deliverTo(ctx, w, wf, d)
+	r, err := deliverTo(ctx, w, wf, d, time.Time{})
 	if err != nil || !r.Started {
 		return nil, err
 	}
@@ -125,14 +126,16 @@ type delivered struct {
 	Started   bool
 }
 
-// deliverTo is deliver to workflow wf as the caller has just read it.
-func deliverTo(ctx context.Context, w *Workflows, wf workflow.State, d Delivery) (delivered, error) {
+// deliverTo is deliver to workflow wf as the caller has just read it. again, when not zero,
+// is when d was first received: it is being delivered again after an interruption, so a
+// debounced delivery first looks for itself in its key's windows since (gather).
+func deliverTo(ctx context.Context, w *Workflows, wf workflow.State, d Delivery, again time.Time) (delivered, error) {
 	db, err := debounceOf(wf.Definition, d.TriggerID)
 	if err != nil {
 		return delivered{}, err
 	}
 	if db != nil {
-		return gather(ctx, w, wf, d, *db)
+		return gather(ctx, w, d, *db, again)
 	}
 	r, _, err := startRunOf(ctx, w, wf, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
 		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
