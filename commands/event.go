@@ -72,26 +72,22 @@ func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) 
 		c.ID = uuid.NewString()
 	}
 	stream := AppEventStream(c.WorkspaceID, c.ID)
-	read, err := load(ctx, h, stream, appEventAgg)
-	if err != nil {
-		return SentEvent{}, wrap("send event", err)
-	}
-	if read.state.Seen(h.now()) {
-		return h.answerAgain(ctx, stream, read.state, c)
-	}
 	matches, err := h.match(ctx, c)
 	if err != nil {
 		return SentEvent{}, err
 	}
+	// Most ids are new: the reception is decided on the state this process knows (none, for
+	// a new id) and appended expecting it, so a new id costs no read; an id received before
+	// makes the append conflict, and the decision is taken again on the stream as it is.
 	r := appevent.Received{WorkspaceID: c.WorkspaceID, ID: c.ID, Name: c.Name, Payload: c.Payload, Matches: matches, APIKeyID: c.APIKeyID}
-	st, _, err := executeFrom(ctx, h, stream, appEventAgg, &read, func(s appevent.State) ([]domain.Event, error) {
+	st, res, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
 		return appevent.DecideReceive(s, stream, r, h.now())
 	})
 	if err != nil {
 		return SentEvent{}, wrap("send event", err)
 	}
-	if st.Delivered {
-		return h.answerAgain(ctx, stream, st, c) // another request received and delivered it meanwhile
+	if !res.Appended {
+		return h.answerAgain(ctx, stream, st, c) // seen within the dedup window
 	}
 	return h.deliverEvent(ctx, stream, st.Last, c, false)
 }

@@ -83,14 +83,20 @@ type eventStack struct {
 	key   commands.APIKeyMinted
 }
 
-func newEventStack(t *testing.T) *eventStack {
+func newEventStack(t *testing.T) *eventStack { return newEventStackOn(t, newFakeClock()) }
+
+// newEventStackOn is newEventStack on clock, nil for the wall clock (benchmarks).
+func newEventStackOn(t testing.TB, clock *fakeClock) *eventStack {
 	t.Helper()
 	env := testenv.New(t)
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
-	clock := newFakeClock()
 	reg := modules.Builtins(modules.BuiltinsConfig{})
-	env.Cmds = commands.New(env.Store, commands.WithModules(reg), commands.WithClock(clock.Now))
+	now, after := time.Now, time.After
+	if clock != nil {
+		now, after = clock.Now, clock.After
+	}
+	env.Cmds = commands.New(env.Store, commands.WithModules(reg), commands.WithClock(now))
 	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey), Logger: log,
 		RatePerSecond: 10000, Burst: 10000})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
@@ -98,17 +104,21 @@ func newEventStack(t *testing.T) *eventStack {
 	(&httpapi.SDKEvents{Cmds: env.Cmds, Queries: env.Queries, Auth: auth}).Mount(server.V1)
 	srv := httptest.NewServer(server.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Go(t, debounce.New(env.Store, env.Cmds, env.Queries, debounce.Config{Now: clock.Now, After: clock.After,
+	testenv.Go(t, debounce.New(env.Store, env.Cmds, env.Queries, debounce.Config{Now: now, After: after,
 		RetryDelay: time.Second, Logger: log}).Run)
 	s := &eventStack{guardStack: &guardStack{core: testCore{env: env, log: log, reg: reg}, srv: srv}, clock: clock}
-	s.ws = env.Workspace(t, 1000)
-	s.key = s.guardStack.key(t, s.ws)
+	s.ws = env.Workspace(t, 1_000_000)
+	k, err := env.Cmds.Workspaces.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: s.ws, Label: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.key = k
 	return s
 }
 
 // listener creates a workflow whose ON_EVENT trigger has config and waits until the events
 // index lists it.
-func (s *eventStack) listener(t *testing.T, name, config string) string {
+func (s *eventStack) listener(t testing.TB, name, config string) string {
 	t.Helper()
 	st, err := s.core.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: s.ws,
 		Definition: workflow.Definition{Name: name,
@@ -173,7 +183,7 @@ func (s *eventStack) runInput(t *testing.T, id string) json.RawMessage {
 }
 
 // eventually polls cond until it holds, failing the test after 20 s.
-func eventually(t *testing.T, cond func() bool) {
+func eventually(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
