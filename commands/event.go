@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -241,4 +243,28 @@ func (h *Events) FlushDebounce(ctx context.Context, stream string) (next time.Ti
 func (h *Events) DebounceWindow(ctx context.Context, stream string) (debounce.State, error) {
 	l, err := load(ctx, h, stream, debounceAgg)
 	return l.state, wrap("debounce window", err)
+}
+
+// checkComponentExpressions compiles the trigger expressions (filter, debounce key) of a
+// component update's merged config; the error names the field from "config".
+func checkComponentExpressions(s workflow.State, events []domain.Event) error {
+	for _, e := range events {
+		u, ok := e.(workflow.ComponentUpdated)
+		if !ok {
+			continue
+		}
+		c, _ := s.Component(u.ComponentID)
+		c.Config = u.Config
+		d := workflow.Definition{Components: []workflow.Component{c}}
+		err := d.ValidateTriggerExpressions(checkPayloadFilter, checkPayloadValue)
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
+			_, field, _ := strings.Cut(ve.Field, ").")
+			return domain.Invalid(field, "%s", ve.Message)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -150,6 +150,9 @@ func (h *Workflows) UpdateComponent(ctx context.Context, workspaceID, id, compon
 		if err == nil {
 			err = checkChildComponent(ctx, h, s, events)
 		}
+		if err == nil {
+			err = checkComponentExpressions(s, events)
+		}
 		return events, err
 	})
 }

@@ -283,6 +283,18 @@ func TestEventBadInputNamesTheField(t *testing.T) {
 			t.Errorf("%s: got %v, want a 400 naming %s", config, err, field)
 		}
 	}
+	// A component update is compiled as a whole definition is.
+	wf := s.listener(t, "good", `{"name": "a"}`)
+	for patch, field := range map[string]string{
+		`{"filter": "amount >"}`:                        "config.filter",
+		`{"debounce": {"quietMs": 1000, "key": "a +"}}`: "config.debounce.key",
+	} {
+		_, err := s.core.env.Cmds.Workflows.UpdateComponent(context.Background(), s.ws, wf, "on", workflow.ComponentPatch{Config: json.RawMessage(patch)})
+		var ve *domain.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("update %s: got %v, want a 400 naming %s", patch, err, field)
+		}
+	}
 }
 
 // A debounced trigger starts one run per key once the key has been quiet for quietMs, with
