@@ -186,17 +186,23 @@ func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Rec
 			runs = append(runs, appevent.Run{WorkflowID: m.WorkflowID, RunID: d.RunID, Debounced: d.Debounced})
 		}
 	}
-	_, _, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
-		return appevent.DecideDelivered(s, r.EventID, runs, h.now())
-	})
-	if err != nil {
-		return SentEvent{}, wrap("send event", err)
+	// Only a debounced run needs its delivery recorded: the same event sent again finds a
+	// run of its own by its derived id, but could not tell which window it went to.
+	if slices.ContainsFunc(runs, func(r appevent.Run) bool { return r.Debounced }) {
+		_, _, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
+			return appevent.DecideDelivered(s, r.EventID, runs, h.now())
+		})
+		if err != nil {
+			return SentEvent{}, wrap("send event", err)
+		}
 	}
 	return SentEvent{EventID: r.EventID, Runs: visible(runs, c.AllowedWorkflowIDs)}, nil
 }
 
 // answerAgain answers an id seen within the dedup window: the first reception's runs, after
-// finishing its deliveries when a crash interrupted them.
+// finishing its deliveries when a crash interrupted them. A reception without Delivered (one
+// that reached no debounced trigger, or was interrupted) is delivered again: its runs exist
+// already, under their derived ids, and are found, not started.
 func (h *Events) answerAgain(ctx context.Context, stream string, s appevent.State, c SendEvent) (SentEvent, error) {
 	if !s.Delivered {
 		out, err := h.deliverEvent(ctx, stream, s.Last, c, true)

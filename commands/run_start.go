@@ -137,8 +137,15 @@ func deliverTo(ctx context.Context, w *Workflows, wf workflow.State, d Delivery,
 	if db != nil {
 		return gather(ctx, w, d, *db, again)
 	}
+	id := DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID)
+	if !again.IsZero() {
+		// Delivered before: its run, when it exists, is the answer, whatever the balance now.
+		if l, err := load(ctx, w, RunStream(id), runAgg); err == nil && l.exists {
+			return delivered{TriggeredRun: TriggeredRun{RunID: id, JobID: stageOf(id, d.TriggerID)}, Started: true}, nil
+		}
+	}
 	r, _, err := startRunOf(ctx, w, wf, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
-		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
+		RunID: id, Input: d.Payload})
 	if err != nil {
 		return delivered{}, err
 	}

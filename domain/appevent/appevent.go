@@ -4,9 +4,11 @@
 //
 // Each event id of a workspace has a stream, appevent-<hash of workspace and id>. Received
 // fixes what the event matched when it arrived, so an event whose runs were interrupted by a
-// crash is delivered to the same triggers when sent again; Delivered records the runs it
-// started (or, for a debounced trigger, the run that will carry it). An id sent again within
-// DedupWindow of its last reception is not processed twice: the answer is the first's.
+// crash is delivered to the same triggers when sent again, finding the runs it started under
+// their derived ids; Delivered records, for an event that reached a debounced trigger, the
+// runs it started or that will carry it (which window took it cannot be derived). An id sent
+// again within DedupWindow of its last reception is not processed twice: the answer is the
+// first's.
 package appevent
 
 import (
