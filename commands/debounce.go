@@ -196,11 +196,8 @@ func flushWindow(ctx context.Context, w *Workflows, stream string, force bool) (
 		return out, nil
 	}
 	startErr := ""
-	wf, err := w.Workflow(ctx, st.WorkspaceID, st.WorkflowID)
-	if err == nil {
-		_, _, err = startRunOf(ctx, w, wf, StartRun{WorkspaceID: st.WorkspaceID, WorkflowID: st.WorkflowID, TriggerID: st.ComponentID,
-			RunID: st.RunID, Input: st.Body()})
-	}
+	_, _, err = startRun(ctx, w, StartRun{WorkspaceID: st.WorkspaceID, WorkflowID: st.WorkflowID, TriggerID: st.ComponentID,
+		RunID: st.RunID, Input: st.Body()})
 	switch {
 	case err == nil:
 	case errors.Is(err, domain.ErrNotFound), errors.Is(err, domain.ErrInvalid), errors.Is(err, domain.ErrInsufficientCredits):
