@@ -12,6 +12,7 @@
 package debounce
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"time"
@@ -114,15 +115,20 @@ func (r *Reactor) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	due := timers{}
+	due := newTimers()
 	if err := r.sweep(ctx, due); err != nil {
 		return err
 	}
 	sweep := r.opts.After(r.opts.SweepInterval)
+	var fire <-chan time.Time
+	var armed time.Time // when fire fires; zero: not armed
 	for {
-		var fire <-chan time.Time
-		if at, ok := due.next(); ok {
-			fire = r.opts.After(max(at.Sub(r.opts.Now()), 0))
+		// A new wait only when the nearest due time moved: the feed wakes this loop for
+		// every delivery, and most do not change it.
+		if at, ok := due.next(); !ok {
+			fire, armed = nil, time.Time{}
+		} else if !at.Equal(armed) {
+			fire, armed = r.opts.After(max(at.Sub(r.opts.Now()), 0)), at
 		}
 		select {
 		case <-ctx.Done():
@@ -138,6 +144,7 @@ func (r *Reactor) lead(ctx context.Context) error {
 			}
 			sweep = r.opts.After(r.opts.SweepInterval)
 		case <-fire:
+			fire, armed = nil, time.Time{}
 			r.flushDue(ctx, due)
 		}
 	}
@@ -146,27 +153,27 @@ func (r *Reactor) lead(ctx context.Context) error {
 // learn arms a window buffered on the live log. A window's first delivery tells its due time;
 // a later one can only move it later (the quiet period starts again), so a window already armed
 // keeps its time, and its flush finds out the new one.
-func (r *Reactor) learn(due timers, ev eventstore.RecordedEvent) {
-	if _, armed := due[ev.Stream]; armed {
+func (r *Reactor) learn(due *timers, ev eventstore.RecordedEvent) {
+	if due.has(ev.Stream) {
 		return
 	}
 	b, err := decodeBuffered(ev)
 	if err != nil || b.Config == nil {
-		due[ev.Stream] = r.opts.Now() // a window first seen mid-way: look at it now
+		due.set(ev.Stream, r.opts.Now()) // a window first seen mid-way: look at it now
 		return
 	}
-	due[ev.Stream] = b.At.Add(time.Duration(min(b.Config.QuietMs, b.Config.MaxWaitMs)) * time.Millisecond)
+	due.set(ev.Stream, b.At.Add(time.Duration(min(b.Config.QuietMs, b.Config.MaxWaitMs))*time.Millisecond))
 }
 
 // sweep arms every pending window of the read model.
-func (r *Reactor) sweep(ctx context.Context, due timers) error {
+func (r *Reactor) sweep(ctx context.Context, due *timers) error {
 	pending, err := r.queries.PendingDebounceWindows(ctx, r.opts.SweepLimit)
 	if err != nil {
 		return err
 	}
 	for _, w := range pending {
-		if at, armed := due[w.Stream]; !armed || w.DueAt.Before(at) {
-			due[w.Stream] = w.DueAt
+		if at, armed := due.at[w.Stream]; !armed || w.DueAt.Before(at) {
+			due.set(w.Stream, w.DueAt)
 		}
 	}
 	return nil
@@ -174,12 +181,9 @@ func (r *Reactor) sweep(ctx context.Context, due timers) error {
 
 // flushDue flushes the windows due by now, re-arming those a later delivery moved on and
 // those whose flush failed.
-func (r *Reactor) flushDue(ctx context.Context, due timers) {
+func (r *Reactor) flushDue(ctx context.Context, due *timers) {
 	now := r.opts.Now()
-	for stream, at := range due {
-		if at.After(now) {
-			continue
-		}
+	for _, stream := range due.popDue(now) {
 		next, err := r.cmds.Events.FlushDebounce(ctx, stream)
 		switch {
 		case err != nil:
@@ -187,29 +191,75 @@ func (r *Reactor) flushDue(ctx context.Context, due timers) {
 				return
 			}
 			r.log.WithError(err).WithField("stream", stream).Warn("debounce flush failed; trying again")
-			due[stream] = now.Add(r.opts.RetryDelay)
+			due.set(stream, now.Add(r.opts.RetryDelay))
 		case next.IsZero():
-			delete(due, stream)
 		case next.After(now):
-			due[stream] = next
+			due.set(stream, next)
 		default: // due but not flushed: a start refused for now waits its turn
-			due[stream] = now.Add(r.opts.RetryDelay)
+			due.set(stream, now.Add(r.opts.RetryDelay))
 		}
 	}
 }
 
-// timers holds each pending window's due time, by stream.
-type timers map[string]time.Time
+// timers holds each pending window's due time, by stream, with a heap to find the soonest:
+// an entry of the heap whose time is no longer its stream's is stale and skipped.
+type timers struct {
+	at   map[string]time.Time
+	heap timerHeap
+}
+
+func newTimers() *timers { return &timers{at: map[string]time.Time{}} }
+
+func (t *timers) has(stream string) bool { _, ok := t.at[stream]; return ok }
+
+func (t *timers) set(stream string, at time.Time) {
+	t.at[stream] = at
+	heap.Push(&t.heap, timer{stream: stream, at: at})
+}
 
 // next is the soonest due time.
-func (t timers) next() (time.Time, bool) {
-	var at time.Time
-	for _, d := range t {
-		if at.IsZero() || d.Before(at) {
-			at = d
+func (t *timers) next() (time.Time, bool) {
+	for t.heap.Len() > 0 {
+		top := t.heap[0]
+		if at, ok := t.at[top.stream]; ok && at.Equal(top.at) {
+			return top.at, true
 		}
+		heap.Pop(&t.heap) // stale
 	}
-	return at, !at.IsZero()
+	return time.Time{}, false
+}
+
+// popDue removes and lists the windows due by now.
+func (t *timers) popDue(now time.Time) []string {
+	var out []string
+	for {
+		at, ok := t.next()
+		if !ok || at.After(now) {
+			return out
+		}
+		top := heap.Pop(&t.heap).(timer)
+		delete(t.at, top.stream)
+		out = append(out, top.stream)
+	}
+}
+
+type timer struct {
+	stream string
+	at     time.Time
+}
+
+// timerHeap is a min-heap of timers by time (container/heap).
+type timerHeap []timer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func decodeBuffered(ev eventstore.RecordedEvent) (domaindebounce.Buffered, error) {
