@@ -35,7 +35,31 @@ func debounceKeyID(workflowID, componentID, key string) string {
 // windowHeads remembers, per key, the window this process last gathered into: where the next
 // delivery of the key starts looking. Only a hint (windows only move on), so a stale one costs
 // a read per window passed, and a process without one finds the head by probing (findHead).
-var windowHeads sync.Map
+var windowHeads = headHints{m: map[string]int{}}
+
+// maxHeadHints bounds windowHeads; a full map starts over (the hints are found again).
+const maxHeadHints = 100_000
+
+type headHints struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (h *headHints) get(keyID string) (int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, ok := h.m[keyID]
+	return n, ok
+}
+
+func (h *headHints) put(keyID string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) >= maxHeadHints {
+		clear(h.m)
+	}
+	h.m[keyID] = n
+}
 
 // debounceOf is the debounce of trigger component id of d, nil when it has none.
 func debounceOf(d workflow.Definition, id string) (*workflow.DebounceConfig, error) {
@@ -107,7 +131,7 @@ func gather(ctx context.Context, w *Workflows, d Delivery, cfg workflow.Debounce
 		if err != nil {
 			return delivered{}, wrap("debounce", err)
 		}
-		windowHeads.Store(keyID, n)
+		windowHeads.put(keyID, n)
 		if len(st.Items) >= st.Config.MaxItems {
 			return flushWindow(ctx, w, stream, true)
 		}
@@ -140,8 +164,8 @@ func findDelivery(ctx context.Context, w *Workflows, keyID string, head int, id 
 // findHead is the first window of keyID not known closed: this process's hint, or the first
 // unflushed window found by doubling then halving (windows 0..head-1 are all flushed).
 func findHead(ctx context.Context, w *Workflows, keyID string) (int, error) {
-	if n, ok := windowHeads.Load(keyID); ok {
-		return n.(int), nil
+	if n, ok := windowHeads.get(keyID); ok {
+		return n, nil
 	}
 	closed := func(n int) (bool, error) {
 		l, err := load(ctx, w, DebounceStream(keyID, n), debounceAgg)
