@@ -227,6 +227,29 @@ func TestEventStartsTheWorkflowsWhoseFilterHolds(t *testing.T) {
 	}
 }
 
+// A key scoped to some workflows starts those of the listeners only, and is answered those.
+func TestEventFromAScopedKey(t *testing.T) {
+	s := newEventStack(t)
+	mine := s.listener(t, "mine", `{"name": "order.paid"}`)
+	theirs := s.listener(t, "theirs", `{"name": "order.paid"}`)
+	k, err := s.core.env.Cmds.Workspaces.CreateAPIKey(context.Background(), commands.CreateAPIKey{WorkspaceID: s.ws, Label: "scoped",
+		AllowedWorkflowIDs: []string{mine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, b := s.do(t, k, http.MethodPost, "/v1/sdk/events", `{"name": "order.paid", "payload": {}}`)
+	var e sentEvent
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &e) != nil {
+		t.Fatalf("scoped send: %d %s", resp.StatusCode, b)
+	}
+	if got := workflowsOf(e); len(got) != 1 || got[mine] == "" {
+		t.Fatalf("a key scoped to %s started %v", mine, got)
+	}
+	if n := len(runsOf(t, s.core.env.Store, theirs)); n != 0 {
+		t.Fatalf("a key scoped elsewhere started %d runs of %s", n, theirs)
+	}
+}
+
 // The same id sent twice answers the first's runs and starts nothing more; another id is
 // another event.
 func TestEventDedupByID(t *testing.T) {
