@@ -20,8 +20,6 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-var appEventAgg = aggregate[appevent.State]{evolve: appevent.State.Evolve}
-
 // AppEventStream is the stream of an event id of a workspace (hashed: ids are the caller's
 // text).
 func AppEventStream(workspaceID, id string) string {
@@ -78,20 +76,67 @@ func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) 
 	if err != nil {
 		return SentEvent{}, err
 	}
-	// Most ids are new: the reception is decided on the state this process knows (none, for
-	// a new id) and appended expecting it, so a new id costs no read; an id received before
-	// makes the append conflict, and the decision is taken again on the stream as it is.
 	r := appevent.Received{WorkspaceID: c.WorkspaceID, ID: c.ID, Name: c.Name, Payload: c.Payload, Matches: matches, APIKeyID: c.APIKeyID}
-	st, res, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
-		return appevent.DecideReceive(s, stream, r, h.now())
-	})
+	st, received, err := h.receive(ctx, stream, r)
 	if err != nil {
 		return SentEvent{}, wrap("send event", err)
 	}
-	if !res.Appended {
+	if !received {
 		return h.answerAgain(ctx, stream, st, c) // seen within the dedup window
 	}
 	return h.deliverEvent(ctx, stream, st.Last, c, false)
+}
+
+// receive records reception r unless its id was seen within the dedup window, and returns the
+// id's state after it, and whether r was recorded. Most ids are new, so r is decided on no
+// stream and appended expecting none: a new id costs no read, and an id received before makes
+// the append conflict and is decided again on its stream as read. Event streams stay out of
+// the state cache: each is written about once, with a payload of up to 256 KiB, and would push
+// out the aggregates that are used again.
+func (h *Events) receive(ctx context.Context, stream string, r appevent.Received) (appevent.State, bool, error) {
+	var st appevent.State
+	var rev uint64
+	expected := eventstore.NoStream()
+	for attempt := 0; ; attempt++ {
+		events, _ := appevent.DecideReceive(st, stream, r, h.now())
+		if len(events) == 0 {
+			return st, false, nil
+		}
+		_, err := appendEvents(ctx, h, stream, expected, events)
+		if err == nil {
+			return st.Evolve(events[0]), true, nil
+		}
+		if !isConflict(err) || attempt == maxConflictRetries {
+			return st, false, err
+		}
+		if st, rev, err = readAppEvent(ctx, h, stream); err != nil {
+			return st, false, err
+		}
+		expected = eventstore.Exact(rev)
+	}
+}
+
+// readAppEvent folds an event id's stream from the store, bypassing the state cache.
+func readAppEvent(ctx context.Context, h *Events, stream string) (appevent.State, uint64, error) {
+	var st appevent.State
+	var rev uint64
+	for from := uint64(0); ; {
+		events, err := h.store.ReadStream(ctx, stream, from, readBatch)
+		if err != nil {
+			return st, rev, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, rec := range events {
+			e, err := domain.Events.Decode(rec.Type, rec.Data)
+			if err != nil {
+				return st, rev, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
+			}
+			st, rev = st.Evolve(e), rec.Revision
+		}
+		if len(events) < readBatch {
+			return st, rev, nil
+		}
+		from = rev + 1
+	}
 }
 
 // checkEvent checks what the edge cannot: names, lengths and storable text.
@@ -188,11 +233,11 @@ func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Rec
 	}
 	// Only a debounced run needs its delivery recorded: the same event sent again finds a
 	// run of its own by its derived id, but could not tell which window it went to.
+	// Delivered is identified by the reception: appended again after a conflict (the same id
+	// sent twice at once), it is one.
 	if slices.ContainsFunc(runs, func(r appevent.Run) bool { return r.Debounced }) {
-		_, _, err := executeCached(ctx, h, stream, appEventAgg, func(s appevent.State) ([]domain.Event, error) {
-			return appevent.DecideDelivered(s, r.EventID, runs, h.now())
-		})
-		if err != nil {
+		events, _ := appevent.DecideDelivered(appevent.State{Exists: true, Last: r}, r.EventID, runs, h.now())
+		if _, err := appendEvents(ctx, h, stream, eventstore.Any(), events); err != nil {
 			return SentEvent{}, wrap("send event", err)
 		}
 	}
