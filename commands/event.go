@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/appevent"
@@ -58,6 +59,9 @@ type SentEvent struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
+// maxParallelDeliveries bounds the deliveries of one event under way at once.
+const maxParallelDeliveries = 8
+
 // MaxEventPayload bounds an event's payload.
 const MaxEventPayload = 256 << 10
 
@@ -72,7 +76,7 @@ func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) 
 		c.ID = uuid.NewString()
 	}
 	stream := AppEventStream(c.WorkspaceID, c.ID)
-	matches, err := h.match(ctx, c)
+	matches, loaded, err := h.match(ctx, c)
 	if err != nil {
 		return SentEvent{}, err
 	}
@@ -84,7 +88,7 @@ func (h *Events) SendEvent(ctx context.Context, c SendEvent) (SentEvent, error) 
 	if !received {
 		return h.answerAgain(ctx, stream, st, c) // seen within the dedup window
 	}
-	return h.deliverEvent(ctx, stream, st.Last, c, false)
+	return h.deliverEvent(ctx, stream, st.Last, loaded, c, false)
 }
 
 // receive records reception r unless its id was seen within the dedup window, and returns the
@@ -161,13 +165,14 @@ func checkEvent(c SendEvent) error {
 }
 
 // match lists the ON_EVENT components the event reaches now: the index's candidates whose
-// workflow, as its stream holds it, still listens for the name and whose filter holds.
-func (h *Events) match(ctx context.Context, c SendEvent) ([]appevent.Match, error) {
+// workflow, as its stream holds it, still listens for the name and whose filter holds; and
+// those workflows as read, for the deliveries.
+func (h *Events) match(ctx context.Context, c SendEvent) ([]appevent.Match, map[string]workflow.State, error) {
 	candidates, err := c.Triggers.EventTriggersOf(ctx, c.WorkspaceID, c.Name)
 	if err != nil {
-		return nil, wrap("match event", err)
+		return nil, nil, wrap("match event", err)
 	}
-	matches := []appevent.Match{}
+	matches, loaded := []appevent.Match{}, map[string]workflow.State{}
 	for _, m := range candidates {
 		if len(c.AllowedWorkflowIDs) > 0 && !slices.Contains(c.AllowedWorkflowIDs, m.WorkflowID) {
 			continue
@@ -178,9 +183,10 @@ func (h *Events) match(ctx context.Context, c SendEvent) ([]appevent.Match, erro
 		}
 		if h.listens(ctx, wf.Definition, m.ComponentID, c) {
 			matches = append(matches, m)
+			loaded[m.WorkflowID] = wf
 		}
 	}
-	return matches, nil
+	return matches, loaded, nil
 }
 
 // listens reports whether component id of d is an ON_EVENT of the event's name whose filter
@@ -211,24 +217,43 @@ func (h *Events) listens(ctx context.Context, d workflow.Definition, id string, 
 // deliverEvent delivers reception r to each component it matched, then records the runs. A
 // delivery repeated (the same event sent again before its runs were recorded, after a crash)
 // finds the same runs: their ids derive from the reception.
-func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Received, c SendEvent, again bool) (SentEvent, error) {
+func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Received, loaded map[string]workflow.State, c SendEvent, again bool) (SentEvent, error) {
 	var since time.Time
 	if again {
 		since = r.At
 	}
+	// The matched workflows are delivered to at once (a few at a time): each delivery is its
+	// own run's append, and the answer waits for them all.
+	found := make([]*appevent.Run, len(r.Matches))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelDeliveries)
+	for i, m := range r.Matches {
+		g.Go(func() error {
+			wf, ok := loaded[m.WorkflowID]
+			if !ok {
+				var err error
+				if wf, err = h.workflows.Workflow(gctx, r.WorkspaceID, m.WorkflowID); err != nil {
+					return nil // deleted meanwhile: no run
+				}
+			}
+			d, err := deliverTo(gctx, h.workflows, wf, Delivery{WorkspaceID: r.WorkspaceID, WorkflowID: m.WorkflowID, TriggerID: m.ComponentID,
+				ID: r.EventID, Payload: r.Payload}, since)
+			if err != nil {
+				return fmt.Errorf("deliver event %s to workflow %s: %w", r.EventID, m.WorkflowID, err)
+			}
+			if d.RunID != "" {
+				found[i] = &appevent.Run{WorkflowID: m.WorkflowID, RunID: d.RunID, Debounced: d.Debounced}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return SentEvent{}, err
+	}
 	runs := []appevent.Run{}
-	for _, m := range r.Matches {
-		wf, err := h.workflows.Workflow(ctx, r.WorkspaceID, m.WorkflowID)
-		if err != nil {
-			continue // deleted meanwhile: no run
-		}
-		d, err := deliverTo(ctx, h.workflows, wf, Delivery{WorkspaceID: r.WorkspaceID, WorkflowID: m.WorkflowID, TriggerID: m.ComponentID,
-			ID: r.EventID, Payload: r.Payload}, since)
-		if err != nil {
-			return SentEvent{}, fmt.Errorf("deliver event %s to workflow %s: %w", r.EventID, m.WorkflowID, err)
-		}
-		if d.RunID != "" {
-			runs = append(runs, appevent.Run{WorkflowID: m.WorkflowID, RunID: d.RunID, Debounced: d.Debounced})
+	for _, run := range found {
+		if run != nil {
+			runs = append(runs, *run)
 		}
 	}
 	// Only a debounced run needs its delivery recorded: the same event sent again finds a
@@ -250,7 +275,7 @@ func (h *Events) deliverEvent(ctx context.Context, stream string, r appevent.Rec
 // already, under their derived ids, and are found, not started.
 func (h *Events) answerAgain(ctx context.Context, stream string, s appevent.State, c SendEvent) (SentEvent, error) {
 	if !s.Delivered {
-		out, err := h.deliverEvent(ctx, stream, s.Last, c, true)
+		out, err := h.deliverEvent(ctx, stream, s.Last, nil, c, true)
 		out.Duplicate = true
 		return out, err
 	}
