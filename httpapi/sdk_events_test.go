@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/modules"
@@ -418,4 +419,41 @@ func sameJSON(raw json.RawMessage, want string) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// An event whose workflow the balance cannot cover is a 402 that records the event: sent again
+// after a top-up, the same id starts the run, once.
+func TestEventRefusedForCreditsStartsWhenSentAgain(t *testing.T) {
+	s := newEventStack(t)
+	ctx := context.Background()
+	s.ws = s.core.env.Workspace(t, 0)
+	k, err := s.core.env.Cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: s.ws, Label: "poor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.key = k
+	wf := s.listener(t, "paid", `{"name": "order.paid"}`)
+	body := `{"name": "order.paid", "id": "o-7", "payload": {"n": 7}}`
+	resp, b := s.do(t, s.key, http.MethodPost, "/v1/sdk/events", body)
+	if resp.StatusCode != http.StatusPaymentRequired {
+		t.Fatalf("without credits: %d %s, want 402", resp.StatusCode, b)
+	}
+	if n := len(runsOf(t, s.core.env.Store, wf)); n != 0 {
+		t.Fatalf("%d runs started without credits", n)
+	}
+	if _, err := s.core.env.Cmds.Billing.TopUp(ctx, s.ws, billing.FromWhole(100), ""); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Advance(time.Minute) // past the balance this process remembers
+	e := s.send(t, body)
+	if !e.Duplicate || len(e.Runs) != 1 {
+		t.Fatalf("sent again after a top-up: %+v", e)
+	}
+	again := s.send(t, body)
+	if len(again.Runs) != 1 || again.Runs[0].RunID != e.Runs[0].RunID {
+		t.Fatalf("a third sending answered %+v, the second %+v", again, e)
+	}
+	if n := len(runsOf(t, s.core.env.Store, wf)); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
 }
