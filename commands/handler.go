@@ -3,7 +3,7 @@
 // Nothing else writes state.
 //
 // There is one handler type per noun (Executions, Attempts, Charges, Webhooks, Billing,
-// Workflows, Bulks, Hooks, Schedules, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
+// Workflows, Bulks, Hooks, Schedules, Events, Workspaces, Modules, Identity, Apps), each over the same small core: the event store, the
 // clock, the state cache, and load/execute (aggregate.go), which load, decide and append with
 // expectations, retrying on conflict. Commands holds one of each for the wiring.
 package commands
@@ -65,6 +65,8 @@ type Commands struct {
 	Hooks *Hooks
 	// Schedules holds workflows' schedules: pause, resume, trigger, and their fires.
 	Schedules *Schedules
+	// Events takes events sent to workflows' ON_EVENT triggers and flushes debounce windows.
+	Events *Events
 	// Workspaces holds workspaces, members, access, API keys and MCP tokens.
 	Workspaces *Workspaces
 	// Modules holds workspace modules: the workspace's own code, run by workers or endpoints.
@@ -126,6 +128,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Bulks:      &Bulks{core: c, workflows: workflows},
 		Hooks:      &Hooks{core: c, workflows: workflows},
 		Schedules:  &Schedules{core: c, workflows: workflows},
+		Events:     &Events{core: c, workflows: workflows},
 		Workspaces: workspaces,
 		Modules:    mods,
 		Identity:   identity,

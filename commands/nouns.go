@@ -95,6 +95,14 @@ type Schedules struct {
 	workflows *Workflows
 }
 
+// Events takes the events a workspace's systems send (event.go): it starts the runs of the
+// ON_EVENT triggers they match, and the runs of debounced triggers' windows (debounce.go),
+// through Workflows.
+type Events struct {
+	*core
+	workflows *Workflows
+}
+
 // Bulks holds bulk actions on the runs of a workflow (bulk.go): it acts on each run through
 // Workflows.
 type Bulks struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -45,12 +46,17 @@ type StartRun struct {
 // error, when a run of that id exists already. Package-level, so that each noun that starts
 // runs (schedules, events, hooks) shares it without growing Workflows.
 func startRun(ctx context.Context, w *Workflows, c StartRun) (TriggeredRun, bool, error) {
-	started := TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}
-	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
-		return started, false, err
-	}
 	wf, err := w.Workflow(ctx, c.WorkspaceID, c.WorkflowID)
 	if err != nil {
+		return TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}, false, err
+	}
+	return startRunOf(ctx, w, wf, c)
+}
+
+// startRunOf is startRun of workflow wf as the caller has just read it.
+func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun) (TriggeredRun, bool, error) {
+	started := TriggeredRun{RunID: c.RunID, JobID: run.StageID(c.RunID, c.TriggerID, run.NoIteration)}
+	if err := domain.CheckStorableJSON("input", c.Input); err != nil {
 		return started, false, err
 	}
 	if !triggerOf(wf.Definition, c.TriggerID) {
@@ -101,13 +107,51 @@ type Delivery struct {
 }
 
 // deliver hands d to its trigger component: it starts the delivery's run, whose id derives
-// from the delivery. (A component's debounce, when it has one, gathers deliveries here
-// instead.) started is empty when the delivery started no run now.
+// from the delivery, or, when the component has a debounce, gathers the delivery into its
+// key's window (debounce.go), starting the window's run when the delivery fills it. started
+// is empty when the delivery started no run now.
 func deliver(ctx context.Context, w *Workflows, d Delivery) (started []TriggeredRun, err error) {
-	r, _, err := startRun(ctx, w, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
-		RunID: DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID), Input: d.Payload})
+	wf, err := w.Workflow(ctx, d.WorkspaceID, d.WorkflowID)
 	if err != nil {
 		return nil, err
 	}
-	return []TriggeredRun{r}, nil
+	r, err := deliverTo(ctx, w, wf, d, time.Time{})
+	if err != nil || !r.Started {
+		return nil, err
+	}
+	return []TriggeredRun{r.TriggeredRun}, nil
+}
+
+// delivered is where a delivery went: its run, or the debounce window's run that will carry
+// it (Debounced), and whether that run has started.
+type delivered struct {
+	TriggeredRun
+	Debounced bool
+	Started   bool
+}
+
+// deliverTo is deliver to workflow wf as the caller has just read it. again, when not zero,
+// is when d was first received: it is being delivered again after an interruption, so a
+// debounced delivery first looks for itself in its key's windows since (gather).
+func deliverTo(ctx context.Context, w *Workflows, wf workflow.State, d Delivery, again time.Time) (delivered, error) {
+	db, err := debounceOf(wf.Definition, d.TriggerID)
+	if err != nil {
+		return delivered{}, err
+	}
+	if db != nil {
+		return gather(ctx, w, d, *db, again)
+	}
+	id := DerivedRunID("delivery", d.WorkflowID, d.TriggerID, d.ID)
+	if !again.IsZero() {
+		// Delivered before: its run, when it exists, is the answer, whatever the balance now.
+		if l, err := load(ctx, w, RunStream(id), runAgg); err == nil && l.exists {
+			return delivered{TriggeredRun: TriggeredRun{RunID: id, JobID: stageOf(id, d.TriggerID)}, Started: true}, nil
+		}
+	}
+	r, _, err := startRunOf(ctx, w, wf, StartRun{WorkspaceID: d.WorkspaceID, WorkflowID: d.WorkflowID, TriggerID: d.TriggerID,
+		RunID: id, Input: d.Payload})
+	if err != nil {
+		return delivered{}, err
+	}
+	return delivered{TriggeredRun: r, Started: true}, nil
 }

@@ -12,5 +12,17 @@ func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
 	s := *c.Schedules
 	s.workflows = &w
 	wired.Schedules = &s
+	ev := *c.Events
+	ev.workflows = &w
+	wired.Events = &ev
+	hk := *c.Hooks
+	hk.workflows = &w
+	wired.Hooks = &hk
+	bk := *c.Bulks
+	bk.workflows = &w
+	wired.Bulks = &bk
+	wt := *c.Waits
+	wt.workflows = &w
+	wired.Waits = &wt
 	return &wired
 }

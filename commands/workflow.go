@@ -49,6 +49,9 @@ func (h *Workflows) prepareDefinition(ctx context.Context, workspaceID string, d
 	if err := d.ValidateWaits(checkUntil); err != nil {
 		return d, err
 	}
+	if err := d.ValidateTriggerExpressions(checkPayloadFilter, checkPayloadValue); err != nil {
+		return d, err
+	}
 	return h.sealNotify(d)
 }
 
@@ -155,6 +158,9 @@ func (h *Workflows) UpdateComponent(ctx context.Context, workspaceID, id, compon
 		}
 		if err == nil {
 			err = checkChildComponent(ctx, h, s, events)
+		}
+		if err == nil {
+			err = checkComponentExpressions(s, events)
 		}
 		return events, err
 	})

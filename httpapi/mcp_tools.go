@@ -89,6 +89,7 @@ func (m *MCP) addTools(server *mcp.Server) {
 		InputSchema: noArgumentsSchema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
 	}, m.getBalance)
 	m.addWorkflowTools(server)
+	m.addEventTools(server)
 }
 
 // tool registers t with f behind the checks every tool shares.

@@ -20,7 +20,17 @@ type PayloadExpression struct{ prog *vm.Program }
 // CompilePayloadExpression compiles src once; an error is a *ValidationError whose Field is
 // field.
 func CompilePayloadExpression(field, src string) (*PayloadExpression, error) {
-	p, err := expr.Compile(src,
+	return compilePayload(field, src)
+}
+
+// CompilePayloadFilter is CompilePayloadExpression for an expression that must yield a
+// boolean (an event trigger's filter): one that cannot is refused when compiled.
+func CompilePayloadFilter(field, src string) (*PayloadExpression, error) {
+	return compilePayload(field, src, expr.AsBool())
+}
+
+func compilePayload(field, src string, more ...expr.Option) (*PayloadExpression, error) {
+	opts := []expr.Option{
 		expr.Env(map[string]any{}),
 		expr.AllowUndefinedVariables(),
 		expr.MaxNodes(10000),
@@ -30,7 +40,9 @@ func CompilePayloadExpression(field, src string) (*PayloadExpression, error) {
 			}
 			return params[1], nil
 		}, new(func(any, any) any)),
-		expr.Patch(conditionCheck{}))
+		expr.Patch(conditionCheck{}),
+	}
+	p, err := expr.Compile(src, append(opts, more...)...)
 	if err != nil {
 		return nil, invalid(field, "expression error: %s", firstLine(err.Error()))
 	}
@@ -87,6 +99,16 @@ func (x *PayloadExpression) value(ctx context.Context, payload json.RawMessage, 
 		return nil, err // res may still be written by an evaluation past its deadline
 	}
 	return res, nil
+}
+
+// Holds evaluates a filter over payload within ConditionTimeout: true only when it yields
+// true; a run-time error is false with the error.
+func (x *PayloadExpression) Holds(ctx context.Context, payload json.RawMessage) (bool, error) {
+	out, err := x.Eval(ctx, payload)
+	if err != nil {
+		return false, err
+	}
+	return string(out) == "true", nil
 }
 
 // EvalTime evaluates the expression to a time, within PayloadExpressionTimeout: an RFC 3339

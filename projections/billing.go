@@ -244,5 +244,6 @@ func (q *Queries) Transactions(ctx context.Context, workspaceID string, p Page) 
 // All is every projector of the service, in the order they are migrated.
 func All() []Projector {
 	return []Projector{Users{}, Workspaces{}, Billing{}, Executions{}, APIKeys{}, Webhooks{},
-		Apps{}, Authorizations{}, SigningKeys{}, WorkflowList{}, Runs{}, MCPTokens{}, RunNotify{}, Bulks{}, Modules{}}
+		Apps{}, Authorizations{}, SigningKeys{}, WorkflowList{}, Runs{}, MCPTokens{}, RunNotify{}, Bulks{}, Modules{},
+		EventTriggers{}, DebounceWindows{}}
 }

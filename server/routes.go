@@ -89,6 +89,7 @@ func Routes(cfg RoutesConfig) (*httpapi.Server, error) {
 		(&httpapi.SDKWorkflows{Cmds: cfg.Cmds, Queries: cfg.Queries, Hub: cfg.Hub, Auth: cfg.SDKAuth, Heartbeat: cfg.Heartbeat}).Mount(srv.V1)
 		// Approval URLs of WAIT stages: no session, the signed token is the credential.
 		(&httpapi.Approvals{Cmds: cfg.Cmds}).Mount(srv.Router)
+		(&httpapi.SDKEvents{Cmds: cfg.Cmds, Queries: cfg.Queries, Auth: cfg.SDKAuth}).Mount(srv.V1)
 		// MCP (docs/mcp.md): X-Mcp-Token auth, the SDK endpoints' rate limiter, the same commands.
 		(&httpapi.MCP{Cmds: cfg.Cmds, Queries: cfg.Queries, Registry: cfg.Registry, Hub: cfg.Hub, RateLimit: cfg.SDKAuth.Limit, ThrottleUnknown: cfg.SDKAuth.ThrottleUnknown,
 			CacheWindow: cfg.CacheWindow, Logger: log}).Mount(srv.V1)

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/bulks"
+	"github.com/switchyard/switchyard/reactors/debounce"
 	"github.com/switchyard/switchyard/reactors/executor"
 	"github.com/switchyard/switchyard/reactors/livehub"
 	"github.com/switchyard/switchyard/reactors/scheduler"
@@ -105,6 +106,10 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "schedules", fn)
 		}})
+	debouncer := debounce.New(a.store, cmds, a.queries, debounce.Config{Logger: a.log,
+		Lock: func(ctx context.Context, fn func(context.Context) error) error {
+			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "debounce", fn)
+		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
 	wake = sched.Wake
@@ -137,6 +142,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		g.Go(func() error { return sched.Run(gctx) })
 		g.Go(func() error { return bulkWorker.Run(gctx) })
 		g.Go(func() error { return fires.Run(gctx) })
+		g.Go(func() error { return debouncer.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })

@@ -34,8 +34,8 @@ type WebhookConfig struct {
 	// Transform is a jq program that reshapes a delivery's body into the run's trigger body;
 	// empty: the body as sent.
 	Transform string `json:"transform,omitempty"`
-	// Debounce gathers deliveries before a run starts; its shape is the events trigger's and is
-	// checked where debounce is parsed (debounce.go), not here.
+	// Debounce gathers deliveries before a run starts; its shape is the events trigger's,
+	// checked by ParseDebounce (debounce.go) when the component is.
 	Debounce json.RawMessage `json:"debounce,omitempty"`
 }
 
@@ -104,6 +104,9 @@ func (d Definition) ValidateTransforms(check TransformCheck) error {
 
 // checkWebhookConfig checks an ON_WEBHOOK component's config.
 func checkWebhookConfig(config json.RawMessage) error {
-	_, err := ParseWebhook(config)
+	if _, err := ParseWebhook(config); err != nil {
+		return err
+	}
+	_, err := ParseDebounce(config) // its shape is the events trigger's (debounce.go)
 	return err
 }

@@ -60,3 +60,18 @@ func TestWebhookComponentInADefinition(t *testing.T) {
 		t.Fatalf("no transform, nothing to compile: %v", err)
 	}
 }
+
+// An ON_WEBHOOK component's debounce is checked as an ON_EVENT's is, when the definition is.
+func TestWebhookDebounceIsChecked(t *testing.T) {
+	d := Definition{Name: "hooked", Components: []Component{{ID: "hook", Module: ModuleOnWebhook,
+		Config: []byte(`{"scheme": "github", "debounce": {"key": "payload.repo", "quietMs": 1000}}`)}}}
+	d.Normalize(func() string { return "x" })
+	if err := d.Validate(nil); err != nil {
+		t.Fatalf("a debounced hook: %v", err)
+	}
+	d.Components[0].Config = []byte(`{"scheme": "github", "debounce": {"key": "payload.repo"}}`)
+	var ve *domain.ValidationError
+	if err := d.Validate(nil); !errors.As(err, &ve) || !strings.Contains(ve.Field, "debounce.quietMs") {
+		t.Fatalf("a debounce without quietMs: %v, want a 400 naming debounce.quietMs", err)
+	}
+}

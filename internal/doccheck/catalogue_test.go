@@ -16,9 +16,11 @@ import (
 	// one is missing here.
 	_ "github.com/switchyard/switchyard/domain/apikey"
 	_ "github.com/switchyard/switchyard/domain/app"
+	_ "github.com/switchyard/switchyard/domain/appevent"
 	_ "github.com/switchyard/switchyard/domain/authorization"
 	_ "github.com/switchyard/switchyard/domain/billing"
 	_ "github.com/switchyard/switchyard/domain/bulk"
+	_ "github.com/switchyard/switchyard/domain/debounce"
 	_ "github.com/switchyard/switchyard/domain/execution"
 	_ "github.com/switchyard/switchyard/domain/hook"
 	_ "github.com/switchyard/switchyard/domain/mcptoken"
