@@ -88,6 +88,7 @@ func TestScheduleFiresOncePerFireTimeWithTwoServes(t *testing.T) {
 	if len(got) < 70 {
 		t.Fatalf("%d fires after the pause, want at least 70", len(got))
 	}
+	t.Logf("%d fires, %s to %s; serve %d led and was killed after %d", len(got), got[0].FireTime, got[len(got)-1].FireTime, lead+1, killedAt)
 	// A fire is decided before its run starts: the last fire's run may start just after the
 	// pause.
 	triggered := runsTriggered(t, svc.cli, id)

@@ -31,7 +31,10 @@ const maxTestClockRate = 1000
 const testClockNudge = 10 * time.Millisecond
 
 // testClock reads start + offset + rate × (wall − start): Offset moves it, Rate speeds it up
-// from Start. Two processes given the same three values read the same time.
+// from Start. Two processes given the same three values read the same time. It never reads
+// behind the wall (Start is not after the process's start, Offset and Rate-1 are not
+// negative): what the service decides by it and something else checks by the wall clock (a
+// session's end, checked by the identity provider) then ends late, never early.
 type testClock struct {
 	// Start is the wall time the clock reads Start+Offset at; default the process's start.
 	Start time.Time
@@ -60,15 +63,15 @@ func loadTestClock(getenv func(string) string, now time.Time) (*testClock, error
 	c := &testClock{Start: now, Rate: 1}
 	if v := getenv(envTestClockStart); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not an RFC 3339 time", envTestClockStart, v)
+		if err != nil || t.After(now) {
+			return nil, fmt.Errorf("%s: %q is not an RFC 3339 time before the process's start", envTestClockStart, v)
 		}
 		c.Start = t
 	}
 	if v := getenv(envTestClockOffset); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a Go duration (for example 1h or -90s)", envTestClockOffset, v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s: %q is not a Go duration of at least 0 (for example 1h or 90s)", envTestClockOffset, v)
 		}
 		c.Offset = d
 	}

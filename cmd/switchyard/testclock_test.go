@@ -39,6 +39,14 @@ func TestTestClock(t *testing.T) {
 				t.Fatalf("%s=%s: got %v, %v", name, v, c, err)
 			}
 		}
+		// Behind the wall: a start after the process's, a negative offset.
+		for name, v := range map[string]string{envTestClockStart: start.Add(time.Second).Format(time.RFC3339Nano),
+			envTestClockOffset: "-1s"} {
+			c, err := loadTestClock(env(map[string]string{name: v}), start)
+			if c != nil || err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: got %v, %v", name, v, c, err)
+			}
+		}
 		for _, v := range []string{"0", "-2", "1001", "NaN"} {
 			if _, err := loadTestClock(env(map[string]string{envTestClockRate: v}), start); err == nil {
 				t.Fatalf("rate %s accepted", v)
@@ -52,14 +60,14 @@ func TestTestClock(t *testing.T) {
 			t.Fatalf("got %+v, %v", c, err)
 		}
 		from := start.Add(-time.Minute).Format(time.RFC3339Nano)
-		c, err = loadTestClock(env(map[string]string{envTestClockStart: from, envTestClockOffset: "-30s", envTestClockRate: "20"}), start)
-		if err != nil || !c.Start.Equal(start.Add(-time.Minute)) || c.Offset != -30*time.Second || c.Rate != 20 {
+		c, err = loadTestClock(env(map[string]string{envTestClockStart: from, envTestClockOffset: "30s", envTestClockRate: "20"}), start)
+		if err != nil || !c.Start.Equal(start.Add(-time.Minute)) || c.Offset != 30*time.Second || c.Rate != 20 {
 			t.Fatalf("got %+v, %v", c, err)
 		}
 		// The clock reads start + offset + rate × (wall − start): checked with a start an hour
 		// back, where the wall's advance during the check is small beside the rate's.
-		c = &testClock{Start: time.Now().Add(-time.Hour), Offset: -time.Minute, Rate: 3}
-		want := c.Start.Add(3*time.Hour - time.Minute)
+		c = &testClock{Start: time.Now().Add(-time.Hour), Offset: time.Minute, Rate: 3}
+		want := c.Start.Add(3*time.Hour + time.Minute)
 		if got := c.Now(); got.Before(want) || got.After(want.Add(time.Minute)) {
 			t.Fatalf("Now %s, want %s (within a minute after)", got, want)
 		}
