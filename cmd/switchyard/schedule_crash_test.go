@@ -41,10 +41,18 @@ func TestScheduleFiresOncePerFireTimeWithTwoServes(t *testing.T) {
 	  "edges": [{"from": "tick", "to": "a"}]}`)
 	id := wf["id"].(string)
 	fires := func() []schedule.Fired { return readFires(t, svc.cli, commands.ScheduleStream(id, "tick")) }
-	waitFires := func(n int) {
+	// waitFires waits for n fires while the serves named live run.
+	waitFires := func(n int, live ...int) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for got := fires(); len(got) < n; got = fires() {
+			for _, i := range live {
+				select {
+				case <-serves[i].done:
+					t.Fatalf("serve %d exited (%v) at fire %d of %d\nits output:\n%s", i+1, serves[i].err, len(got), n, serves[i].out)
+				default:
+				}
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%d fires within 60s, want %d\nfirst serve:\n%s\nsecond serve:\n%s", len(got), n, serves[0].out, serves[1].out)
 			}
@@ -53,7 +61,7 @@ func TestScheduleFiresOncePerFireTimeWithTwoServes(t *testing.T) {
 	}
 	leading := func(s *serveProcess) int { return strings.Count(s.out.String(), "schedules running") }
 
-	waitFires(30)
+	waitFires(30, 0, 1)
 	lead, other := 0, 1
 	if leading(serves[1]) > 0 {
 		lead, other = 1, 0
@@ -66,13 +74,13 @@ func TestScheduleFiresOncePerFireTimeWithTwoServes(t *testing.T) {
 	}
 	<-serves[lead].done
 	killedAt := len(fires())
-	waitFires(killedAt + 10)
+	waitFires(killedAt+10, other)
 	if leading(serves[other]) == 0 {
 		t.Fatalf("the premise failed: the surviving serve fired without taking the lead")
 	}
 	// The killed one comes back on its port, with the same clock.
 	serves[lead] = clis[lead].serveReady()
-	waitFires(70)
+	waitFires(70, 0, 1)
 	mustStatus(t, c.post("/v1/sdk/workflows/"+id+"/schedules/tick/pause", ""), http.StatusOK, "pause")
 
 	got := fires()
