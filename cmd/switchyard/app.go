@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,8 @@ type app struct {
 	serving bool
 	// noSealer: the command needs no secret key, so none is read or generated.
 	noSealer bool
+	// clock is the test clock of a test build (testclock.go); nil, the wall clock, otherwise.
+	clock *testClock
 }
 
 // appOptions say what a command needs of the app.
@@ -49,6 +52,7 @@ type appOptions struct {
 	migrate  bool // create or update the schema first
 	serving  bool // see app.serving
 	noSealer bool // see app.noSealer
+	clock    *testClock
 }
 
 // openApp loads configuration from the environment and connects everything; migrate creates
@@ -67,6 +71,9 @@ func openAppFor(ctx context.Context, opts appOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.clock, err = loadTestClock(os.Getenv, time.Now()); err != nil {
+		return nil, err
+	}
 	return openAppWithOptions(ctx, cfg, cfg.NewLogger(os.Stderr), opts)
 }
 
@@ -75,7 +82,11 @@ func openAppWithOptions(ctx context.Context, cfg config.Config, log *logrus.Logg
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry(), serving: opts.serving, noSealer: opts.noSealer}
+	a := &app{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry(), serving: opts.serving, noSealer: opts.noSealer, clock: opts.clock}
+	if a.clock != nil {
+		log.WithField("testClock", a.clock.String()).Warn("TEST CLOCK: this is a test build running on a moved clock " +
+			"(SWITCHYARD_TEST_CLOCK_*); never serve with it")
+	}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := a.open(ctx, opts.migrate); err != nil {
 		a.Close()
@@ -124,7 +135,11 @@ func (a *app) open(ctx context.Context, migrate bool) error {
 			return fmt.Errorf("secret key: %w", err)
 		}
 	}
-	a.cmds = commands.New(store, commands.WithModules(a.modules), commands.WithSealer(a.sealer), commands.WithBaseURL(a.cfg.BaseURL))
+	cmdOpts := []commands.Option{commands.WithModules(a.modules), commands.WithSealer(a.sealer), commands.WithBaseURL(a.cfg.BaseURL)}
+	if a.clock != nil {
+		cmdOpts = append(cmdOpts, commands.WithClock(a.clock.Now))
+	}
+	a.cmds = commands.New(store, cmdOpts...)
 	a.queries = projections.NewQueries(a.pool)
 	a.engine, err = projections.NewEngine(a.pool, store, projections.All(), projections.EngineConfig{Logger: a.log, Registerer: a.registry})
 	return err
@@ -205,4 +220,30 @@ func withApp(ctx context.Context, fn func(*app) error) error {
 	}
 	defer a.Close()
 	return fn(a)
+}
+
+// now is the clock of the commands and reactors: the test clock's, nil (time.Now, the
+// reactors' default) without one.
+func (a *app) now() func() time.Time {
+	if a.clock == nil {
+		return nil
+	}
+	return a.clock.Now
+}
+
+// after waits on the clock of now(); nil (time.After) without a test clock.
+func (a *app) after() func(time.Duration) <-chan time.Time {
+	if a.clock == nil {
+		return nil
+	}
+	return a.clock.After
+}
+
+// clockNudges ticks, until ctx ends, while a test clock runs faster than the wall (testClock's
+// nudges); nil otherwise.
+func (a *app) clockNudges(ctx context.Context) <-chan struct{} {
+	if a.clock == nil {
+		return nil
+	}
+	return a.clock.nudges(ctx)
 }

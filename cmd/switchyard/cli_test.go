@@ -67,9 +67,11 @@ func switchyardBinary(t *testing.T) string {
 		if err != nil {
 			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		out, err := exec.Command(goBin, "build", "-o", binPath, ".").CombinedOutput()
+		// A test build: it honours SWITCHYARD_TEST_CLOCK_* (testclock.go), which tests that
+		// must move the service's clock set; without them it is the service's own binary.
+		out, err := exec.Command(goBin, "build", "-tags", "switchyard_testclock", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/switchyard: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build -tags switchyard_testclock ./cmd/switchyard: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

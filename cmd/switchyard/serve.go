@@ -54,7 +54,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return err
 	}
 	exec := executor.New(a.store, a.cmds, a.queries, a.modules, hub, executor.Config{
-		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout, TaskLease: a.cfg.TaskLease,
+		Concurrency: a.cfg.ExecutorConcurrency, WorkspaceShare: a.cfg.ExecutorShare, DrainTimeout: a.cfg.ShutdownTimeout, TaskLease: a.cfg.TaskLease, Now: a.now(),
 		Registerer: a.registry, Logger: a.log, Sealer: a.sealer, ModuleCAs: a.cfg.WebhookCAs})
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
 	cmds := commands.WithRunner(a.cmds, exec)
@@ -92,7 +92,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return err
 	}
 	// The stages sched dispatches run first in exec; a run's end wakes its streams at once.
-	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec,
+	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec, Now: a.now(),
 		Ended: func(runID string) { hub.Notify(commands.RunStream(runID)) },
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
@@ -102,16 +102,16 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "bulks", fn)
 		}})
 	// Schedules start their runs through cmds, so that sched starts each at once.
-	fires := schedules.New(a.store, cmds, schedules.Config{Logger: a.log,
+	fires := schedules.New(a.store, cmds, schedules.Config{Logger: a.log, Now: a.now(), ClockMoved: a.clockNudges(ctx),
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "schedules", fn)
 		}})
-	debouncer := debounce.New(a.store, cmds, a.queries, debounce.Config{Logger: a.log,
+	debouncer := debounce.New(a.store, cmds, a.queries, debounce.Config{Logger: a.log, Now: a.now(), After: a.after(),
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "debounce", fn)
 		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
-		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log})
+		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log, Now: a.now()})
 	wake = sched.Wake
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// TestSIGKILLWithAWaitDueDuringTheOutage: a run waits (WAIT for 3s); serve is killed with
-// SIGKILL while it waits and stays down past the wait's time; the next serve finds the wait in
+// TestSIGKILLWithAWaitDueDuringTheOutage: a run waits (WAIT for 10m); serve is killed with
+// SIGKILL while it waits and comes back past the wait's time (an hour later by its clock, a
+// test clock's offset, so that the test does not wait for it); the next serve finds the wait in
 // the log (its read model of open waits) and fires it once: the stage completes after the
 // restart, the run goes on to its end, the log holds one start and one end of the wait, and
 // the read model rebuilds to what the service left.
@@ -17,7 +18,7 @@ func TestSIGKILLWithAWaitDueDuringTheOutage(t *testing.T) {
 	c := svc.caller(t, svc.key)
 	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "hold", "components": [
 		{"id": "t", "module": "ON_API_CALLED", "position": [0, 0]},
-		{"id": "w", "module": "WAIT", "config": {"for": "3s"}, "position": [200, 0]},
+		{"id": "w", "module": "WAIT", "config": {"for": "10m"}, "position": [200, 0]},
 		{"id": "a", "module": "core.echo", "position": [400, 0]}],
 	  "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "a"}]}`)
 	id := c.trigger(t, wf["id"].(string), `{"n": 1}`)
@@ -42,9 +43,9 @@ func TestSIGKILLWithAWaitDueDuringTheOutage(t *testing.T) {
 	if !killed.Before(until) {
 		t.Fatalf("the premise failed: the wait was due (%s) before the kill (%s)", until, killed)
 	}
-	// The premise is a wait due while no serve runs: the service stays down past the wait's
-	// time (real time: serve is another process, whose clock the test cannot move).
-	time.Sleep(time.Until(until) + 100*time.Millisecond)
+	// The premise is a wait due while no serve runs: the service comes back an hour later, by
+	// its clock (a test build's SWITCHYARD_TEST_CLOCK_OFFSET), long past the wait's time.
+	svc.cli.env = append(svc.cli.env, "SWITCHYARD_TEST_CLOCK_OFFSET=1h")
 	restarted := svc.cli.serveReady()
 	m = pollRun(t, c, id, 60*time.Second, func(m map[string]any) bool { return m["status"] == "COMPLETED" || m["status"] == "FAILED" })
 	if m["status"] != "COMPLETED" || stageOf(t, m, "w")["status"] != "COMPLETED" {
@@ -62,9 +63,9 @@ func TestSIGKILLWithAWaitDueDuringTheOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if waits != 1 || ends != 1 || endedAt.Before(killed) {
-		t.Fatalf("the log holds %d starts and %d ends of the wait (ended %s, killed %s); want one each, ended after the kill",
-			waits, ends, endedAt, killed)
+	if waits != 1 || ends != 1 || endedAt.Before(until) || !endedAt.After(killed.Add(time.Hour)) {
+		t.Fatalf("the log holds %d starts and %d ends of the wait (ended %s, due %s, killed %s); want one each, "+
+			"ended by the restarted service's clock, an hour on", waits, ends, endedAt, until, killed)
 	}
 	if r := c.do(http.MethodGet, "/v1/sdk/workflows/executions/"+id, nil); r.status != http.StatusOK {
 		t.Fatalf("GET run: %d", r.status)
