@@ -3,20 +3,14 @@ package projections
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/eventstore"
 )
-
-// lockCheckInterval is how often a running projector confirms it still holds its lock's
-// connection; a lost connection means another instance may take over.
-const lockCheckInterval = 5 * time.Second
 
 // subscriber is the Watermill subscriber over the event store: the topic is a projector's
 // name, and each message a batch of that projector's events after its checkpoint. A batch is
@@ -89,87 +83,6 @@ func (s *subscriber) run(ctx context.Context, p Projector, out chan<- *message.M
 // withLock runs fn while holding the projector's advisory lock (HoldLock).
 func (s *subscriber) withLock(ctx context.Context, p Projector, fn func(context.Context) error) error {
 	return HoldLock(ctx, s.engine.pool.Config().ConnConfig, "projector:"+p.Name(), fn)
-}
-
-// HoldLock runs fn while holding the session advisory lock called name, waiting for it as long
-// as ctx lasts: one process at a time, across every process on the database. The lock is taken
-// on a dedicated connection outside the pool: a lock held for as long as a projector or the
-// scheduler runs must not take a pooled connection, or enough holders would starve the pool
-// that their own work draws from. fn's context ends if that connection stops answering, as it
-// does when the database restarts; the lock is then free for another process.
-func HoldLock(ctx context.Context, cfg *pgx.ConnConfig, name string, fn func(context.Context) error) error {
-	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
-	if err != nil {
-		return err
-	}
-	// Closing the session releases the lock for sure, whatever state the connection is in.
-	defer func() {
-		closeCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-		defer done()
-		conn.Close(closeCtx)
-	}()
-	if err := waitForLock(ctx, conn, lockKey(name), lockRetryInterval); err != nil {
-		return err
-	}
-	lockCtx, cancel := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		watchLock(lockCtx, conn, cancel)
-	}()
-	err = fn(lockCtx)
-	cancel()
-	<-watchDone
-	return err
-}
-
-// lockRetryInterval is how often a process waiting for a lock asks for it again: the most a
-// standby's takeover lags behind the holder's end.
-const lockRetryInterval = 500 * time.Millisecond
-
-// waitForLock takes the session advisory lock key on conn, asking again every interval (with
-// jitter, so that standbys do not ask in step) until it is granted or ctx ends. It never waits
-// inside a statement: a backend blocked in pg_advisory_lock holds its statement's snapshot all
-// the while, and with it the database's xmin horizon, so that no dead row version anywhere in
-// the database could be pruned or vacuumed for as long as a standby instance waited. Hot rows
-// (an account's stream row, its balance, the projection checkpoints) then grew HOT chains that
-// every read walked, without end.
-func waitForLock(ctx context.Context, conn *pgx.Conn, key int64, interval time.Duration) error {
-	for {
-		var got bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil {
-			return err
-		}
-		if got {
-			return nil
-		}
-		wait := time.NewTimer(interval/2 + rand.N(interval))
-		select {
-		case <-ctx.Done():
-			wait.Stop()
-			return ctx.Err()
-		case <-wait.C:
-		}
-	}
-}
-
-func watchLock(ctx context.Context, conn *pgx.Conn, lost context.CancelFunc) {
-	t := time.NewTicker(lockCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := conn.Ping(pctx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				lost()
-				return
-			}
-		}
-	}
 }
 
 // feed subscribes from the checkpoint and sends batches until ctx ends or the store fails.
