@@ -11,9 +11,7 @@ package hook
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,11 +27,11 @@ const (
 	// Prefix starts every token, so a leaked one is recognisable (secret scanners, logs).
 	Prefix = "whk_"
 	// RandomBytes is how much randomness a token, and a secret, carries.
-	RandomBytes = 32
-	idLength    = 36
-	// Length is the length of every token.
-	Length = len(Prefix) + idLength + 1 + 2*RandomBytes
+	RandomBytes = domain.TokenRandomBytes
 )
+
+// Length is the length of every token.
+var Length = domain.TokenLength(Prefix)
 
 // ErrMalformed means a string does not have the shape of a token.
 var ErrMalformed = errors.New("malformed hook token")
@@ -155,33 +153,17 @@ func checkCredentials(hash, sealedSecret string) error {
 }
 
 // Format builds the token of hook id with the given random bytes (RandomBytes of them).
-func Format(id string, random []byte) string {
-	return Prefix + id + "_" + hex.EncodeToString(random)
-}
+func Format(id string, random []byte) string { return domain.FormatToken(Prefix, id, random) }
 
 // ParseID returns the hook id embedded in a token, checking only the token's shape: whether
 // the token is genuine is decided by comparing Hash(token) with the stored hash.
 func ParseID(token string) (string, error) {
-	if len(token) != Length || !strings.HasPrefix(token, Prefix) || token[len(Prefix)+idLength] != '_' {
+	id, ok := domain.TokenID(token, Prefix)
+	if !ok {
 		return "", ErrMalformed
 	}
-	idText := token[len(Prefix) : len(Prefix)+idLength]
-	id, err := uuid.Parse(idText)
-	if err != nil || id.String() != idText {
-		// Only the canonical lowercase form names a stream, so one token has one spelling.
-		return "", ErrMalformed
-	}
-	random := token[len(Prefix)+idLength+1:]
-	for i := 0; i < len(random); i++ {
-		if c := random[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return "", ErrMalformed
-		}
-	}
-	return idText, nil
+	return id, nil
 }
 
 // Hash is the stored form of a token: the lowercase hex SHA-256 of the whole token.
-func Hash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+func Hash(token string) string { return domain.TokenHash(token) }

@@ -10,7 +10,6 @@ package mcptoken
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"time"
@@ -29,11 +28,11 @@ const (
 	// Prefix starts every token, so a leaked one is recognisable (secret scanners, logs).
 	Prefix = "mcp_"
 	// RandomBytes is how much randomness a token carries.
-	RandomBytes = 32
-	idLength    = 36
-	// Length is the length of every token.
-	Length = len(Prefix) + idLength + 1 + 2*RandomBytes
+	RandomBytes = domain.TokenRandomBytes
 )
+
+// Length is the length of every token.
+var Length = domain.TokenLength(Prefix)
 
 // Limits on what a token record may carry.
 const (
@@ -119,7 +118,7 @@ func DecideMint(s State, c Mint, now time.Time) ([]domain.Event, error) {
 	if s.Exists {
 		return nil, domain.ErrAlreadyExists
 	}
-	if _, err := uuid.Parse(c.ID); err != nil || len(c.ID) != idLength {
+	if id, err := uuid.Parse(c.ID); err != nil || id.String() != c.ID {
 		return nil, domain.Invalid("id", "must be a UUID")
 	}
 	if c.WorkspaceID == "" {
@@ -166,32 +165,18 @@ func DecideRevoke(s State, workspaceID, reason string, now time.Time) ([]domain.
 
 // Format builds the token of id with the given random bytes (RandomBytes of them).
 func Format(id uuid.UUID, random []byte) string {
-	return Prefix + id.String() + "_" + hex.EncodeToString(random)
+	return domain.FormatToken(Prefix, id.String(), random)
 }
 
 // ParseID returns the token id embedded in a token, checking only the token's shape: whether
 // the token is genuine is decided by comparing Hash(token) with the stored hash.
 func ParseID(token string) (string, error) {
-	if len(token) != Length || !strings.HasPrefix(token, Prefix) || token[len(Prefix)+idLength] != '_' {
+	id, ok := domain.TokenID(token, Prefix)
+	if !ok {
 		return "", ErrMalformed
 	}
-	idText := token[len(Prefix) : len(Prefix)+idLength]
-	id, err := uuid.Parse(idText)
-	if err != nil || id.String() != idText {
-		// Only the canonical lowercase form names a stream, so one token has one spelling.
-		return "", ErrMalformed
-	}
-	random := token[len(Prefix)+idLength+1:]
-	for i := 0; i < len(random); i++ {
-		if c := random[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return "", ErrMalformed
-		}
-	}
-	return idText, nil
+	return id, nil
 }
 
 // Hash is the stored form of a token: the lowercase hex SHA-256 of the whole token.
-func Hash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+func Hash(token string) string { return domain.TokenHash(token) }
