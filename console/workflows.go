@@ -46,6 +46,10 @@ type workflowData struct {
 	Body string
 	// Schedules are the workflow's ON_SCHEDULE components with their next fires.
 	Schedules []commands.ScheduleView
+	// Events are the workflow's ON_EVENT components; Windows the debounce windows of its
+	// triggers still gathering events (events.go).
+	Events  []eventTrigger
+	Windows []projections.OpenWindow
 	// Bulks are the workflow's latest bulk actions; BulkForm the bulk form as posted.
 	Bulks    []projections.BulkRow
 	BulkForm bulkForm
@@ -101,6 +105,10 @@ func (c *Console) showWorkflow(q *request, wf workflow.State, d workflowData, p 
 		return
 	}
 	if d.Bulks, _, err = c.q.BulksOf(q.ctx(), q.ws.ID, wf.ID, projections.Page{Page: 1, Limit: 10}); err != nil {
+		c.fail(q, err)
+		return
+	}
+	if err := c.eventNotice(q, &d); err != nil {
 		c.fail(q, err)
 		return
 	}

@@ -101,3 +101,27 @@ func (q *Queries) PendingDebounceWindows(ctx context.Context, limit int) ([]Pend
 		return w, err
 	})
 }
+
+// OpenWindow is a debounce window still gathering (or flushed and about to start its run), as
+// the workflow page lists it.
+type OpenWindow struct {
+	ComponentID string
+	Items       int
+	FirstAt     time.Time
+	DueAt       *time.Time
+}
+
+// OpenDebounceWindows lists up to limit windows of a workflow whose runs have not started,
+// soonest due first.
+func (q *Queries) OpenDebounceWindows(ctx context.Context, workspaceID, workflowID string, limit int) ([]OpenWindow, error) {
+	rows, err := q.db.Query(ctx, `SELECT component_id, items, first_at, due_at FROM debounce_windows
+		WHERE workspace_id = $1 AND workflow_id = $2 AND NOT started ORDER BY due_at NULLS LAST LIMIT $3`, workspaceID, workflowID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OpenWindow, error) {
+		var w OpenWindow
+		err := r.Scan(&w.ComponentID, &w.Items, &w.FirstAt, &w.DueAt)
+		return w, err
+	})
+}
