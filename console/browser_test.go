@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/internal/browsertest"
+	"github.com/switchyard/switchyard/projections"
 )
 
 // browser is one Chromium with its own profile (its own cookies), at a window size.
@@ -271,6 +272,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		Name: "acme.resize-images-for-the-catalogue", Description: long, OutputSchema: json.RawMessage(`{"type":"object"}`),
 		Transport: commands.ModuleTransport{Type: execution.TransportWorker}, By: access.Rights{Role: "owner"}}); err != nil {
 		t.Fatal(err)
+	}
+	// The modules page reads the read model: wait for its projector to have the module.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, n, err := s.env.Queries.ModulesOf(context.Background(), s.ws, projections.Page{Page: 1, Limit: 10}); err == nil && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the modules read model never listed the module registered")
+		}
 	}
 	s.workers.Store(&[]console.Worker{{ID: "host-1.example.internal/4242", Modules: []string{"acme.resize-images-for-the-catalogue", "acme.crop"}, InFlight: 3, LastPoll: time.Now()}})
 	extra := []struct{ name, path, want string }{
