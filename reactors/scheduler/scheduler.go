@@ -268,7 +268,7 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if e.QueueID != "" {
 			s.settle(ctx, e.QueueID, e.RunID)
 		}
-		s.background(ctx, func() { s.runEnded(ctx, e.RunID) })
+		s.background(ctx, func() { s.runEnded(ctx, e.RunID, rec.Revision) })
 	case execution.Started:
 		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, false) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At})
