@@ -316,6 +316,19 @@ func (c *stateCache) putLocked(stream string, v any) {
 	c.young[stream] = v
 }
 
+// take removes stream's state from the cache and returns it.
+func (c *stateCache) take(stream string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.young[stream]
+	if !ok {
+		v, ok = c.old[stream]
+	}
+	delete(c.young, stream)
+	delete(c.old, stream)
+	return v, ok
+}
+
 func (c *stateCache) drop(stream string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -85,6 +85,8 @@ type Hooks struct {
 type Waits struct {
 	*core
 	workflows *Workflows
+	// due holds the runs read ahead of their waits' due time (run_wait_due.go).
+	due *stateCache
 }
 
 // Schedules holds the ON_SCHEDULE components of workflows (schedule.go): pausing and

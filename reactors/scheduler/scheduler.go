@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -99,7 +100,9 @@ type Scheduler struct {
 	armed     map[dueWait]bool
 	fired     map[dueWait]time.Time
 	rearm     chan struct{}
-	wg        sync.WaitGroup
+	// prefetching is set while the runs of armed waits are read ahead (loadWaits).
+	prefetching atomic.Bool
+	wg          sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,

@@ -114,9 +114,7 @@ func BenchmarkTimersDueTogether(b *testing.B) {
 			b.Fatalf("starting %d waits took past their due time less 10s: raise the margin", n)
 		}
 		stop := testenv.Go(b, scheduler.New(env.Store, cmds, env.Queries, scheduler.Config{Logger: quietLog(), Concurrency: benchConcurrency}).Run)
-		endProf := profWindow(env.Pool, due)
 		testenv.Eventually(b, 5*time.Minute, "every wait to end", func() bool { return openWaits(b, env.Queries) == 0 })
-		endProf()
 		stop()
 		rows, err := env.Pool.Query(context.Background(), `SELECT (data->>'at')::timestamptz, created_at FROM events
 			WHERE type = 'RunStageCompleted' AND data->>'wait' = 'time'`)
