@@ -10,8 +10,10 @@ import (
 // Durable waits. A WAIT stage's due time (a time wait's end, a signal or approval wait's
 // timeout) is in its StageWaiting event and in the run_waits read model. The lead loads only
 // the waits due within WaitHorizon, at most WaitBatch of them, into a heap and arms one timer
-// for the soonest; when it fires, each due run is stepped, and the step (run.Step) ends every
-// wait whose time has come. So memory holds what is due soon, however many runs wait; a wait
+// for the soonest, and has their runs read ahead meanwhile (Waits.PrefetchDue); when it fires,
+// the due runs are stepped all together on what was read (Waits.FireDue), and each step
+// (run.Step) ends every wait whose time has come: ten thousand due in one second end within
+// it (docs/performance.md). So memory holds what is due soon, however many runs wait; a wait
 // due while no instance led is found by the first load of the next lead; and a wait stepped by
 // two instances is ended once, by the run stream's expected revision.
 
