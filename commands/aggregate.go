@@ -107,6 +107,19 @@ func cachedState[S any](on handler, stream string, agg aggregate[S]) (cur loaded
 	return loaded[S]{state: agg.zero}, 0, false
 }
 
+// cachedAt is stream's cached state when the cache holds it at revision or later (a copy the
+// caller may evolve): events never change once written, so it holds everything up to revision.
+func cachedAt[S any](on handler, stream string, agg aggregate[S], revision uint64) (S, bool) {
+	cur, _, shared := cachedState(on, stream, agg)
+	if !shared || !cur.exists || cur.revision < revision {
+		return agg.zero, false
+	}
+	if agg.clone != nil {
+		cur.state = agg.clone(cur.state)
+	}
+	return cur.state, true
+}
+
 // fold evolves cur by stream's records, cloning a state shared with the cache first.
 func fold[S any](cur loaded[S], shared bool, agg aggregate[S], stream string, records []eventstore.RecordedEvent) (loaded[S], bool, error) {
 	if shared && len(records) > 0 && agg.clone != nil {
@@ -301,6 +314,19 @@ func (c *stateCache) putLocked(stream string, v any) {
 		c.old, c.young = c.young, make(map[string]any, len(c.young))
 	}
 	c.young[stream] = v
+}
+
+// take removes stream's state from the cache and returns it.
+func (c *stateCache) take(stream string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.young[stream]
+	if !ok {
+		v, ok = c.old[stream]
+	}
+	delete(c.young, stream)
+	delete(c.old, stream)
+	return v, ok
 }
 
 func (c *stateCache) drop(stream string) {

@@ -133,7 +133,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 		Modules:    mods,
 		Identity:   identity,
 		Apps:       &Apps{core: c, users: identity, workspaces: workspaces},
-		Waits:      &Waits{core: c, workflows: workflows},
+		Waits:      &Waits{core: c, workflows: workflows, due: newStateCache(dueCacheSize)},
 		core:       c,
 	}
 }

@@ -81,10 +81,13 @@ type Hooks struct {
 }
 
 // Waits ends runs' waits from outside: signals and approvals (run_wait.go). The waits that
-// end on time are ended by the scheduler's steps (Workflows.StepRun).
+// end on time are ended by the scheduler's steps (Workflows.StepRun), those due together by
+// FireDue on the runs PrefetchDue read ahead (run_wait_due.go).
 type Waits struct {
 	*core
 	workflows *Workflows
+	// due holds the runs read ahead of their waits' due time (run_wait_due.go).
+	due *stateCache
 }
 
 // Schedules holds the ON_SCHEDULE components of workflows (schedule.go): pausing and

@@ -90,11 +90,15 @@ func failChildStage(ctx context.Context, h *Workflows, r *run.State, st run.Stag
 
 // RunEnded is what the end of a run moves: the parent run to step with the child's facts (empty
 // for a run without parent), and the open child runs a FAILED run cancels, which it cancels.
-// A child already finished or never started is left alone.
-func (h *Workflows) RunEnded(ctx context.Context, id string) (parentID string, facts []run.Fact, err error) {
-	st, err := h.Run(ctx, id)
-	if err != nil {
-		return "", nil, err
+// A child already finished or never started is left alone. revision is that of the run's
+// RunFinished: a state this process holds at or past it (its own step ended the run, as a
+// scheduler's does) is the run's end already, and saves a read of the stream per ended run.
+func (h *Workflows) RunEnded(ctx context.Context, id string, revision uint64) (parentID string, facts []run.Fact, err error) {
+	st, ok := cachedAt(h, RunStream(id), runAgg, revision)
+	if !ok {
+		if st, err = h.Run(ctx, id); err != nil {
+			return "", nil, err
+		}
 	}
 	if st.Status == run.StatusFailed {
 		if err := cancelChildren(ctx, h, &st); err != nil {

@@ -43,8 +43,8 @@ func (s *Scheduler) childStarted(ctx context.Context, childID string) {
 
 // runEnded steps the parent of a run that ended with its outcome, and cancels the open children
 // of a run that FAILED.
-func (s *Scheduler) runEnded(ctx context.Context, runID string) {
-	parent, facts, err := s.cmds.Workflows.RunEnded(ctx, runID)
+func (s *Scheduler) runEnded(ctx context.Context, runID string, revision uint64) {
+	parent, facts, err := s.cmds.Workflows.RunEnded(ctx, runID, revision)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.WithError(err).WithField("runId", runID).Warn("cannot follow a run's end; the sweep will retry")

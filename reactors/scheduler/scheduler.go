@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -99,7 +100,9 @@ type Scheduler struct {
 	armed     map[dueWait]bool
 	fired     map[dueWait]time.Time
 	rearm     chan struct{}
-	wg        sync.WaitGroup
+	// prefetching is set while the runs of armed waits are read ahead (loadWaits).
+	prefetching atomic.Bool
+	wg          sync.WaitGroup
 }
 
 // setDefaults fills zero values and repairs negative ones with the default, so that New,
@@ -268,7 +271,7 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if e.QueueID != "" {
 			s.settle(ctx, e.QueueID, e.RunID)
 		}
-		s.background(ctx, func() { s.runEnded(ctx, e.RunID) })
+		s.background(ctx, func() { s.runEnded(ctx, e.RunID, rec.Revision) })
 	case execution.Started:
 		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, false) {
 			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At})

@@ -3,14 +3,17 @@ package scheduler
 import (
 	"container/heap"
 	"context"
+	"sync"
 	"time"
 )
 
 // Durable waits. A WAIT stage's due time (a time wait's end, a signal or approval wait's
 // timeout) is in its StageWaiting event and in the run_waits read model. The lead loads only
 // the waits due within WaitHorizon, at most WaitBatch of them, into a heap and arms one timer
-// for the soonest; when it fires, each due run is stepped, and the step (run.Step) ends every
-// wait whose time has come. So memory holds what is due soon, however many runs wait; a wait
+// for the soonest, and has their runs read ahead meanwhile (Waits.PrefetchDue); when it fires,
+// the due runs are stepped all together on what was read (Waits.FireDue), and each step
+// (run.Step) ends every wait whose time has come: ten thousand due in one second end within
+// it (docs/performance.md). So memory holds what is due soon, however many runs wait; a wait
 // due while no instance led is found by the first load of the next lead; and a wait stepped by
 // two instances is ended once, by the run stream's expected revision.
 
@@ -34,16 +37,20 @@ func (h *waitHeap) Pop() any {
 }
 
 // armWait adds a run's wait due at at to the heap, unless it is armed already, due beyond the
-// horizon (a later load finds it) or the heap is full.
-func (s *Scheduler) armWait(runID string, at time.Time) {
+// horizon (a later load finds it) or the heap is full. It reports whether the wait is armed
+// (now or before) and not fired yet.
+func (s *Scheduler) armWait(runID string, at time.Time) bool {
 	if at.IsZero() || at.After(s.opts.Now().Add(s.opts.WaitHorizon)) {
-		return
+		return false
 	}
 	key := dueWait{runID: runID, at: at.UTC()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, fired := s.fired[key]; fired || s.armed[key] || len(s.waitQueue) >= s.opts.WaitBatch {
-		return
+	if s.armed[key] {
+		return true
+	}
+	if _, fired := s.fired[key]; fired || len(s.waitQueue) >= s.opts.WaitBatch {
+		return false
 	}
 	s.armed[key] = true
 	heap.Push(&s.waitQueue, key)
@@ -53,6 +60,7 @@ func (s *Scheduler) armWait(runID string, at time.Time) {
 		default:
 		}
 	}
+	return true
 }
 
 // watchWaits runs beside the lead's feed: it loads the waits due soon every WaitPoll and steps
@@ -92,8 +100,19 @@ func (s *Scheduler) loadWaits(ctx context.Context) {
 		return
 	}
 	s.forgetFired()
+	var armed []string
 	for _, w := range due {
-		s.armWait(w.RunID, w.DueAt)
+		if s.armWait(w.RunID, w.DueAt) {
+			armed = append(armed, w.RunID)
+		}
+	}
+	// Read their runs now, so that firing them is a decision and an append each (FireDue).
+	// One read-ahead at a time: the next load hands a slow one's leftovers to the next.
+	if len(armed) > 0 && s.prefetching.CompareAndSwap(false, true) {
+		s.background(ctx, func() {
+			defer s.prefetching.Store(false)
+			s.cmds.Waits.PrefetchDue(ctx, armed)
+		})
 	}
 }
 
@@ -107,8 +126,8 @@ func (s *Scheduler) untilNextWait() time.Duration {
 	return max(s.waitQueue[0].at.Sub(s.opts.Now()), 0)
 }
 
-// fireDue steps the runs of every armed wait now due. A step that fails leaves the wait in
-// the read model, and the next load arms it again.
+// fireDue steps the runs of every armed wait now due, all together (fire). A step that fails
+// leaves the wait in the read model, and the next load arms it again.
 func (s *Scheduler) fireDue(ctx context.Context) {
 	now := s.opts.Now()
 	var runs []string
@@ -120,8 +139,62 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 		runs = append(runs, w.runID)
 	}
 	s.mu.Unlock()
-	for _, id := range runs {
+	if len(runs) > 0 {
+		s.background(ctx, func() { s.fire(ctx, runs) })
+	}
+}
+
+// fire steps runs whose waits are due, all at once (Waits.FireDue), instead of Concurrency
+// at a time with a read each: that is what keeps waits due together on time. A run a step is
+// under way for, or that FireDue leaves, is stepped as any other (enqueue); one fired here is
+// busy meanwhile, so no worker steps it beside, and what was queued for it meanwhile is
+// stepped after (release).
+func (s *Scheduler) fire(ctx context.Context, runIDs []string) {
+	mine := make([]string, 0, len(runIDs))
+	var others []string
+	s.mu.Lock()
+	for _, id := range runIDs {
+		if s.busy[id] {
+			others = append(others, id)
+			continue
+		}
+		s.busy[id] = true
+		mine = append(mine, id)
+	}
+	s.mu.Unlock()
+	for _, id := range others {
 		s.enqueue(ctx, id)
+	}
+	var wg sync.WaitGroup
+	for _, f := range s.cmds.Waits.FireDue(ctx, mine) {
+		if f.Err != nil {
+			s.release(ctx, f.RunID, true)
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			s.release(ctx, f.RunID, false)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-s.slots }()
+			s.stepped(ctx, &f.State, f.Dispatched)
+			s.release(ctx, f.RunID, false)
+		})
+	}
+	wg.Wait()
+}
+
+// release ends fire's hold on a run, and steps it when again is set or something was queued
+// for it meanwhile.
+func (s *Scheduler) release(ctx context.Context, runID string, again bool) {
+	s.mu.Lock()
+	delete(s.busy, runID)
+	_, queued := s.queued[runID]
+	s.mu.Unlock()
+	if (again || queued) && ctx.Err() == nil {
+		s.enqueue(ctx, runID)
 	}
 }
 
