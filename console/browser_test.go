@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/console"
 	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/internal/browsertest"
 	"github.com/switchyard/switchyard/projections"
 )
@@ -292,6 +294,35 @@ func TestConsoleInBrowser(t *testing.T) {
 		owner.visit(p.name, p.path, p.want)
 		owner.fits(p.name)
 	}
+	// The surfaces of issue 31 on the workflow and run pages: schedules, event triggers with
+	// debounce, an inbound webhook, and a run waiting for an approval.
+	intake := s.workflow(t, `{"name": "Nightly intake", "components": [
+		{"id": "api", "module": "ON_API_CALLED", "position": [0, 0]},
+		{"id": "nightly", "module": "ON_SCHEDULE", "config": {"cron": "0 2 * * *", "timezone": "Europe/Berlin"}, "position": [0, 120]},
+		{"id": "paid", "module": "ON_EVENT", "config": {"name": "order.paid", "filter": "amount > 0", "debounce": {"key": "customer", "quietMs": 60000}}, "position": [0, 240]},
+		{"id": "push", "module": "ON_WEBHOOK", "config": {"scheme": "github"}, "position": [0, 360]},
+		{"id": "signoff", "module": "WAIT", "config": {"approval": {"question": "Ship tonight's intake to the warehouse?", "timeout": "24h", "onTimeout": "fail"}}, "position": [260, 0]},
+		{"id": "ship", "module": "core.echo", "position": [520, 0]}],
+	  "edges": [{"from": "api", "to": "signoff"}, {"from": "nightly", "to": "signoff"}, {"from": "paid", "to": "signoff"},
+		{"from": "push", "to": "signoff"}, {"from": "signoff", "to": "ship"}]}`)
+	waiting := s.trigger(t, intake.ID, `{"batch": 7}`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := s.env.Cmds.Workflows.Run(context.Background(), waiting); err == nil && !st.Waiting() &&
+			slices.ContainsFunc(st.Stages, func(g run.Stage) bool { return g.Waiting != nil }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the intake run never waited for its approval")
+		}
+	}
+	extra = append(extra,
+		struct{ name, path, want string }{"workflow-triggers", ws + "/workflows/" + intake.ID, "Event triggers"},
+		struct{ name, path, want string }{"run-waiting", "/dashboard/runs/" + waiting, "Ship tonight"})
+	for _, p := range extra[len(extra)-2:] {
+		owner.visit(p.name, p.path, p.want)
+		owner.fits(p.name)
+	}
+
 	var bulkURL string
 	owner.run("start a bulk action",
 		chromedp.Navigate(s.srv.URL+ws+"/workflows/"+s.workflowID),
