@@ -26,11 +26,20 @@ func TestWorkflowPageListsEventTriggersAndWindows(t *testing.T) {
 		!strings.Contains(body, `<code>amount &gt; 0</code>`) || !strings.Contains(body, `by <code>customer</code>`) {
 		t.Fatalf("the workflow page does not list the event trigger\n%s", body)
 	}
+	// The event index is a read model: an event sent before it has the workflow starts nothing.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m, err := s.env.Queries.EventTriggersOf(context.Background(), s.ws, "order.paid"); err == nil && len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event index never listed the workflow's trigger")
+		}
+	}
 	for i := range 2 {
-		_, err := s.env.Cmds.Events.SendEvent(context.Background(), commands.SendEvent{WorkspaceID: s.ws, Name: "order.paid",
+		sent, err := s.env.Cmds.Events.SendEvent(context.Background(), commands.SendEvent{WorkspaceID: s.ws, Name: "order.paid",
 			ID: "e" + string(rune('0'+i)), Payload: json.RawMessage(`{"amount": 5, "customer": "c1"}`), Triggers: s.env.Queries})
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || len(sent.Runs) != 1 {
+			t.Fatalf("event %d: %+v %v", i, sent, err)
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
