@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
 	httpapi "github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/identity"
 )
@@ -146,6 +150,7 @@ func TestNewEndpointBodiesAreCheckedAsSent(t *testing.T) {
 	key := s.key(t, ws)
 	nested := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	task := "/v1/sdk/tasks/00000000-0000-0000-0000-000000000000.1/"
+	run := triggerRunOf(t, s, key, ws)
 	for _, tc := range []struct{ name, path, body, field string }{
 		{"bulk reason with NUL", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","reason":"a\u0000b"}`, "reason"},
 		{"bulk reason with a lone surrogate", "/v1/sdk/workflows/" + wf + "/runs/bulk", `{"action":"cancel","reason":"\ud800"}`, "reason"},
@@ -157,6 +162,14 @@ func TestNewEndpointBodiesAreCheckedAsSent(t *testing.T) {
 		{"complete output 1e131073", task + "complete", `{"output":{"n":1e131073}}`, "output.n"},
 		{"fail message with a lone surrogate", task + "fail", `{"error":{"code":"x","message":"\udc00"}}`, "error.message"},
 		{"heartbeat progress with NUL", task + "heartbeat", `{"progress":"\u0000"}`, "progress"},
+		// Issue 31: events and signals.
+		{"event name with NUL", "/v1/sdk/events", `{"name":"order\u0000paid","id":"e1"}`, "name"},
+		{"event payload nested too deep", "/v1/sdk/events", `{"name":"order.paid","id":"e1","payload":{"a":` + nested + `}}`, "payload"},
+		{"event payload 1e131073", "/v1/sdk/events", `{"name":"order.paid","id":"e1","payload":{"n":1e131073}}`, "payload.n"},
+		{"event id with a lone surrogate", "/v1/sdk/events", `{"name":"order.paid","id":"\ud800"}`, "id"},
+		{"signal payload nested too deep", "/v1/sdk/workflows/executions/" + run + "/signals", `{"name":"paid","payload":{"a":` + nested + `}}`, "payload"},
+		{"signal payload 1e131073", "/v1/sdk/workflows/executions/" + run + "/signals", `{"name":"paid","payload":{"n":1e131073}}`, "payload.n"},
+		{"signal name with NUL", "/v1/sdk/workflows/executions/" + run + "/signals", `{"name":"p\u0000"}`, "name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := eventsIn(t, s)
@@ -166,5 +179,30 @@ func TestNewEndpointBodiesAreCheckedAsSent(t *testing.T) {
 				t.Fatalf("the refused request appended %d events", after-before)
 			}
 		})
+	}
+}
+
+// triggerRunOf starts a run of a workflow that waits for the signal "paid" for an hour, and
+// returns it once it waits: from then on nothing appends to it, so a refused signal is seen to
+// append nothing.
+func triggerRunOf(t *testing.T, s *guardStack, key commands.APIKeyMinted, ws string) string {
+	t.Helper()
+	st, err := s.core.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws,
+		Definition: workflow.Definition{Name: "waits for paid",
+			Components: []workflow.Component{{ID: "start", Module: workflow.ModuleTrigger},
+				{ID: "paid", Module: workflow.ModuleWait, Config: json.RawMessage(`{"signal": {"name": "paid", "timeout": "1h"}}`)}},
+			Edges: []workflow.Edge{{From: "start", To: "paid"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.trigger(t, key, st.ID)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r, err := s.core.env.Cmds.Workflows.Run(context.Background(), id)
+		if err == nil && slices.ContainsFunc(r.Stages, func(g run.Stage) bool { return g.Waiting != nil }) {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never waited for its signal", id)
+		}
 	}
 }

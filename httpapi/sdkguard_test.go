@@ -46,6 +46,7 @@ func newGuardStack(t *testing.T, opts httpapi.SDKAuthConfig) *guardStack {
 	(&httpapi.SDKWorkflows{Cmds: core.env.Cmds, Queries: core.env.Queries, Hub: core.hub, Auth: auth,
 		Heartbeat: time.Second}).Mount(server.V1)
 	(&httpapi.SDKTasks{Tasks: noTasks{}, Auth: auth}).Mount(server.V1)
+	(&httpapi.SDKEvents{Cmds: core.env.Cmds, Queries: core.env.Queries, Auth: auth}).Mount(server.V1)
 	srv := httptest.NewServer(server.Handler())
 	t.Cleanup(srv.Close)
 	return &guardStack{core: core, srv: srv}
