@@ -99,18 +99,15 @@ func readAhead(ctx context.Context, h *Waits, stream string) (loaded[run.State],
 }
 
 // FireDue steps runs whose waits are due now, as StepRun steps them with no facts: each is
-// decided first, at its own time, on the state read ahead (or cached), and then every decision
-// is appended, fireParallel at once. A run with no state at hand, or whose decision on it
-// writes nothing, is answered with an error: the caller steps it then.
+// decided at its own time on the state read ahead (or cached), and its decision appended at
+// once, fireParallel appends in flight, so the first commits are under way while the last runs
+// are decided. A run with no state at hand, or whose decision on it writes nothing, is answered
+// with an error: the caller steps it then.
 func (h *Waits) FireDue(ctx context.Context, runIDs []string) []FiredWait {
-	type decided struct {
-		cur        loaded[run.State]
-		events     []domain.Event
-		dispatched []run.Stage
-	}
 	out := make([]FiredWait, len(runIDs))
-	todo := make([]decided, len(runIDs))
 	eval := runEval(ctx)
+	sem := make(chan struct{}, fireParallel)
+	var wg sync.WaitGroup
 	for i, id := range runIDs {
 		out[i].RunID = id
 		cur, ok := h.ahead(RunStream(id))
@@ -123,33 +120,29 @@ func (h *Waits) FireDue(ctx context.Context, runIDs []string) []FiredWait {
 			out[i].Err = errNotFired
 			continue
 		}
-		todo[i] = decided{cur: cur, events: events, dispatched: dispatched}
-	}
-	sem := make(chan struct{}, fireParallel)
-	var wg sync.WaitGroup
-	for i := range todo {
-		if out[i].Err != nil {
-			continue
-		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			d := &todo[i]
-			first := true
-			st, _, err := executeFrom(ctx, h, RunStream(out[i].RunID), runAgg, &d.cur, func(s run.State) ([]domain.Event, error) {
-				if first {
-					first = false
-					return d.events, nil
-				}
-				// The run moved since it was read ahead: decide again on it as it is.
-				d.events, d.dispatched = run.StepWith(s, nil, eval, h.now())
-				return d.events, nil
-			})
-			out[i].State, out[i].Dispatched, out[i].Err = st, d.dispatched, wrap("fire wait of run "+out[i].RunID, err)
+			out[i].State, out[i].Dispatched, out[i].Err = h.appendFired(ctx, id, cur, events, dispatched, eval)
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// appendFired appends a fired wait's decision, taken on cur, expecting cur's revision; a run
+// that moved since it was read ahead (a signal) is decided again on what it is now.
+func (h *Waits) appendFired(ctx context.Context, runID string, cur loaded[run.State], events []domain.Event, dispatched []run.Stage, eval run.Eval) (run.State, []run.Stage, error) {
+	first := true
+	st, _, err := executeFrom(ctx, h, RunStream(runID), runAgg, &cur, func(s run.State) ([]domain.Event, error) {
+		if first {
+			first = false
+			return events, nil
+		}
+		events, dispatched = run.StepWith(s, nil, eval, h.now())
+		return events, nil
+	})
+	return st, dispatched, wrap("fire wait of run "+runID, err)
 }
 
 // ahead is a run's state read ahead (taken out of the due cache: it is fired once), or else

@@ -238,3 +238,76 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("switchyard_eventstore_group_fallbacks_total not exposed (gathered %v)", got)
 	}
 }
+
+// TestAFullQueueStartsAnotherGroup: with every slot held by a group that cannot commit, a whole
+// group's worth of queued appends starts one more group (a burst), which commits meanwhile; what
+// is queued beyond it waits for a slot as before.
+func TestAFullQueueStartsAnotherGroup(t *testing.T) {
+	pool, _ := newMigratedDB(t, 16)
+	st := newStore(t, pool, Config{GroupConcurrency: 1})
+	ctx := testCtx(t)
+	blocker := "blocker-" + uuid.NewString()
+	if _, err := st.Append(ctx, blocker, eventstore.NoStream(), event("Seeded")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM streams WHERE name = $1 FOR UPDATE`, blocker); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := st.Append(ctx, blocker, eventstore.Any(), event("Blocked")); err != nil {
+			t.Errorf("blocked append: %v", err)
+		}
+	})
+	pollUntil(t, "the blocked append holds the only group slot", func() bool {
+		st.group.mu.Lock()
+		defer st.group.mu.Unlock()
+		return st.group.running == 1 && len(st.group.queue) == 0
+	})
+	const extra = 10
+	var done sync.WaitGroup
+	var failed sync.Map
+	for i := range groupMaxSize + extra {
+		done.Add(1)
+		wg.Go(func() {
+			defer done.Done()
+			if _, err := st.Append(ctx, "burst-"+uuid.NewString(), eventstore.NoStream(), event("Burst")); err != nil {
+				failed.Store(i, err)
+			}
+		})
+	}
+	var committed int
+	pollUntil(t, "a whole group committed while the only slot is held", func() bool {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'Burst'`).Scan(&committed); err != nil {
+			t.Fatal(err)
+		}
+		return committed == groupMaxSize
+	})
+	pollUntil(t, "the rest queued for a slot", func() bool {
+		st.group.mu.Lock()
+		defer st.group.mu.Unlock()
+		return len(st.group.queue) == extra
+	})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done.Wait()
+	wg.Wait()
+	failed.Range(func(i, err any) bool {
+		t.Errorf("append %v: %v", i, err)
+		return true
+	})
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'Burst'`).Scan(&committed); err != nil || committed != groupMaxSize+extra {
+		t.Errorf("%d appends committed (%v), want %d", committed, err, groupMaxSize+extra)
+	}
+	pollUntil(t, "every slot given up once the queue drained", func() bool {
+		st.group.mu.Lock()
+		defer st.group.mu.Unlock()
+		return st.group.running == 0
+	})
+}
