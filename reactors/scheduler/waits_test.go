@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/testenv"
 )
@@ -89,6 +90,60 @@ func TestSweepLeavesRunsThatOnlyWait(t *testing.T) {
 	}
 	if slices.Contains(got, ids[0]) || !slices.Contains(got, ids[1]) {
 		t.Fatalf("unfinished runs %v: want %s (a module stage beside its wait) and not %s (only waits)", got, ids[1], ids[0])
+	}
+}
+
+// TestSweepFindsARunOnceItsWaitEnds: the count of a run's waits the sweep relies on goes down
+// when a wait ends, so a run whose signal came and whose next stage is open is swept again; a
+// runs table from before the count is counted when migrated.
+func TestSweepFindsARunOnceItsWaitEnds(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	wf := create(t, env, ws, `{"name": "then", "components": [{"id": "t", "module": "ON_API_CALLED"},
+		{"id": "w", "module": "WAIT", "config": {"signal": {"name": "go"}}}, {"id": "a", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "a"}]}`)
+	cmds := commands.New(env.Store)
+	var ids []string
+	for range 2 {
+		r, err := cmds.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := cmds.Workflows.StepRun(ctx, r[0].RunID, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r[0].RunID)
+	}
+	swept := func() []string {
+		env.CaughtUp(t, "runs")
+		got, err := env.Queries.UnfinishedRuns(ctx, time.Now().Add(time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := swept(); slices.Contains(got, ids[0]) || slices.Contains(got, ids[1]) {
+		t.Fatalf("unfinished runs %v hold a run that only waits", got)
+	}
+	// A table migrated from before the count: the waiting runs are counted, not swept.
+	if _, err := env.Pool.Exec(ctx, `ALTER TABLE runs DROP COLUMN waiting_stages`); err != nil {
+		t.Fatal(err)
+	}
+	if err := projections.Migrate(ctx, env.Pool, []projections.Projector{projections.Runs{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := swept(); slices.Contains(got, ids[0]) || slices.Contains(got, ids[1]) {
+		t.Fatalf("after migrating, unfinished runs %v hold a run that only waits", got)
+	}
+	if _, err := cmds.Waits.Signal(ctx, commands.SignalRun{WorkspaceID: ws, RunID: ids[0], Name: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cmds.Workflows.StepRun(ctx, ids[0], nil); err != nil { // no executor: a stays open
+		t.Fatal(err)
+	}
+	if got := swept(); !slices.Contains(got, ids[0]) || slices.Contains(got, ids[1]) {
+		t.Fatalf("unfinished runs %v: want %s (its wait ended, a open) and not %s (waiting)", got, ids[0], ids[1])
 	}
 }
 
