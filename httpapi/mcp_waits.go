@@ -4,18 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
 )
 
-var signalRunSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["runId","name"],
+var signalRunSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["runId","name"],
 	"properties":{
 	"runId":{"type":"string","description":"the run to signal, as trigger_workflow or get_run shows it"},
-	"name":{"type":"string","maxLength":200,"description":"the signal's name, as the WAIT stage's config.signal.name gives it (e.g. payment.cleared)"},
+	"name":{"type":"string","minLength":1,"maxLength":%d,"description":"the signal's name, as the WAIT stage's config.signal.name gives it (e.g. payment.cleared)"},
 	"payload":{"description":"the output of the stages the signal completes (null when omitted)"},
-	"id":{"type":"string","minLength":1,"maxLength":255,"description":"your id of the signal: sent again to the run it changes nothing (a new id when omitted)"}}}`)
+	"id":{"type":"string","minLength":1,"maxLength":%d,"description":"your id of the signal: sent again to the run it changes nothing (a new id when omitted)"}}}`,
+	workflow.MaxSignalName, run.MaxSignalID))
 
 // addWaitTools registers signal_run (POST /v1/sdk/workflows/executions/{runId}/signals).
 func (m *MCP) addWaitTools(server *mcp.Server) {
