@@ -51,6 +51,9 @@ func newEventSendCmd() *cobra.Command {
 					}
 					lines = append(lines, line)
 				}
+				if len(sent.Runs) == 0 {
+					warnTriggersBehind(cmd, a)
+				}
 				return printResult(cmd.OutOrStdout(), asJSON, sent, lines...)
 			})
 		},
@@ -58,4 +61,20 @@ func newEventSendCmd() *cobra.Command {
 	workflowFlags(cmd, &workspaceID, &asJSON)
 	f.add(cmd, "event")
 	return cmd
+}
+
+// warnTriggersBehind tells the operator, on standard error, when an event started nothing while
+// the eventtriggers read model lags the log: with no serve running, a workflow saved since it
+// last caught up is not found (projections rebuild eventtriggers brings it up to date).
+func warnTriggersBehind(cmd *cobra.Command, a *app) {
+	st, err := a.engine.Status(cmd.Context())
+	if err != nil {
+		return // only a hint: the event itself was sent
+	}
+	for _, s := range st {
+		if s.Name == "eventtriggers" && (s.Lag > 0 || s.LagCapped) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "note: the eventtriggers read model is %d events behind the log (is serve running?); "+
+				"workflows saved since are not found until it catches up (switchyard projections rebuild eventtriggers)\n", s.Lag)
+		}
+	}
 }

@@ -97,7 +97,12 @@ func TestScheduleSignalEventCLI(t *testing.T) {
 	})
 
 	t.Run("event send", func(t *testing.T) {
-		// The listeners are found in the eventtriggers read model, which no serve keeps current here.
+		// The listeners are found in the eventtriggers read model, which no serve keeps current
+		// here: the command says so when it finds none.
+		if res := c.ok("admin", "event", "send", "--workspace", "ops", "--name", "order.paid"); !strings.Contains(res.stdout, ": 0 runs") ||
+			!strings.Contains(res.stderr, "projections rebuild eventtriggers") {
+			t.Fatalf("an event sent before the read model caught up: %s", res)
+		}
 		c.ok("projections", "rebuild", "eventtriggers")
 		var sent commands.SentEvent
 		send := []string{"admin", "event", "send", "--workspace", "ops", "--name", "order.paid", "--payload", `{"amount": 3}`, "--id", "o-1", "--json"}
