@@ -100,7 +100,9 @@ const mcpInstructions = "Switchyard runs automation components and workflows in 
 	"MCP token). Use list_modules to see the component modules and their input and config schemas, " +
 	"execute_component to run one (set waitForMs to get the result inline), and get_execution to follow it. " +
 	"list_workflows shows the workspace's workflows; trigger_workflow runs one, get_run follows a run and " +
-	"cancel_run stops it. Executions and run stages cost credits: get_balance shows what is left."
+	"cancel_run stops it; signal_run sends a signal to a run's waiting stages, send_event sends an event to the " +
+	"workflows listening for it, and list_schedules, pause_schedule, resume_schedule and trigger_schedule manage " +
+	"a workflow's ON_SCHEDULE components. Executions and run stages cost credits: get_balance shows what is left."
 
 // mcpCaller is the authenticated token of an MCP request.
 type mcpCaller struct {

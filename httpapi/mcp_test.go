@@ -184,7 +184,7 @@ func wantToolError(t *testing.T, res *mcp.CallToolResult, err error, contains st
 
 // mcpTools are every tool the endpoint offers.
 var mcpTools = []string{"bulk_runs", "cancel_run", "execute_component", "get_balance", "get_bulk", "get_execution", "get_run", "list_modules",
-	"list_workflows", "send_event", "trigger_workflow"}
+	"list_schedules", "list_workflows", "pause_schedule", "resume_schedule", "send_event", "signal_run", "trigger_schedule", "trigger_workflow"}
 
 func TestMCPEndpointWithTheGoSDKClient(t *testing.T) {
 	s := newMCPStack(t, 10000, 10000)

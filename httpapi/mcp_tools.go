@@ -90,6 +90,8 @@ func (m *MCP) addTools(server *mcp.Server) {
 	}, m.getBalance)
 	m.addWorkflowTools(server)
 	m.addEventTools(server)
+	m.addWaitTools(server)
+	m.addScheduleTools(server)
 }
 
 // tool registers t with f behind the checks every tool shares.

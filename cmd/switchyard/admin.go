@@ -21,7 +21,7 @@ func newAdminCmd() *cobra.Command {
 	plan.AddCommand(newPlanRenewCmd())
 	admin.AddCommand(user, ws, credits, plan, newAPIKeyCmd(), newBootstrapCmd())
 	admin.AddCommand(newAppCmd(), newKeysCmd())
-	admin.AddCommand(newMCPTokenCmd(), newWorkflowCmd(), newModuleCmd())
+	admin.AddCommand(newMCPTokenCmd(), newWorkflowCmd(), newModuleCmd(), newEventCmd())
 	return admin
 }
 

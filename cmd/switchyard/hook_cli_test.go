@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/commands"
 )
 
 // `admin workflow create` issues the hook of an ON_WEBHOOK component as the workspace endpoint
@@ -31,5 +33,24 @@ func TestWorkflowCreateIssuesHooks(t *testing.T) {
 	res := c.ok("admin", "workflow", "update", wf.ID, "--workspace", "hooks", "--file", path)
 	if strings.Contains(res.stdout, "hook ") || strings.Contains(res.stdout, wf.Hooks[0].Secret) {
 		t.Fatalf("update printed a hook again: %s", res.stdout)
+	}
+
+	// `admin workflow hook rotate` issues a new URL and secret, printed this once.
+	var rotated commands.IssuedHook
+	c.okJSON(&rotated, "admin", "workflow", "hook", "rotate", wf.ID, "push", "--workspace", "hooks", "--json")
+	if rotated.ComponentID != "push" || !strings.HasPrefix(rotated.URL, "/hooks/whk_") || rotated.URL == wf.Hooks[0].URL || rotated.Secret == wf.Hooks[0].Secret {
+		t.Fatalf("hook rotate printed %+v after %+v", rotated, wf.Hooks[0])
+	}
+	human := c.ok("admin", "workflow", "hook", "rotate", wf.ID, "push", "--workspace", "hooks").stdout
+	if !strings.Contains(human, "/hooks/whk_") || strings.Contains(human, rotated.URL) || !strings.Contains(human, "shown once") {
+		t.Fatalf("hook rotate printed %q", human)
+	}
+	for what, args := range map[string][]string{
+		"not found": {wf.ID, "nope"},
+		"--secret":  {wf.ID, "push", "--secret", "short"},
+	} {
+		if res := c.run(append([]string{"admin", "workflow", "hook", "rotate", "--workspace", "hooks"}, args...)...); res.code == 0 || !strings.Contains(res.stderr, what) {
+			t.Fatalf("hook rotate %v: %s, want an error with %q", args, res, what)
+		}
 	}
 }

@@ -16,7 +16,8 @@ import (
 func newWorkflowCmd() *cobra.Command {
 	w := &cobra.Command{Use: "workflow", Short: "Manage workflows (docs/workflows.md)"}
 	w.AddCommand(newWorkflowCreateCmd(), newWorkflowUpdateCmd(), newWorkflowGetCmd(), newWorkflowListCmd(), newWorkflowDeleteCmd(),
-		newWorkflowBulkCmd(), newWorkflowBulkStatusCmd())
+		newWorkflowBulkCmd(), newWorkflowBulkStatusCmd(), newWorkflowSchedulesCmd(), newWorkflowScheduleCmd(), newWorkflowSignalCmd(),
+		newWorkflowHookCmd())
 	return w
 }
 
