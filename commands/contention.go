@@ -75,12 +75,7 @@ func (h *Charges) AwaitAccountTurn(ctx context.Context, workspaceID string) *Acc
 	stream := BillingStream(workspaceID)
 	cur, from, _ := cachedState(h, stream, billingAgg)
 	if h.guardable(stream, cur) {
-		// The batch takes its turn in its own round trip (chargeGuarded); gathered once the
-		// other process's turn has ended, it takes along what queued meanwhile.
-		wctx, cancel := context.WithTimeout(ctx, turnWait)
-		defer cancel()
-		_ = h.store.(eventstore.GuardedAppends).AwaitTurn(wctx, stream) //nolint:errcheck // past turnWait the batch goes ahead
-		return nil
+		return nil // the batch waits for its turn in its own round trip (chargeGuarded)
 	}
 	turn := h.takeTurn(ctx, stream, from)
 	if turn == nil {

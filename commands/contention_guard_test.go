@@ -32,10 +32,6 @@ func (s *guardCounter) AppendGuarded(ctx context.Context, g eventstore.Guard, ap
 	return res, seen, err
 }
 
-func (s *guardCounter) AwaitTurn(ctx context.Context, stream string) error {
-	return s.Store.(eventstore.GuardedAppends).AwaitTurn(ctx, stream)
-}
-
 // contend makes a take turns on ws's account: a charges on an account b moved under its
 // cached one, and is refused once.
 func contend(t *testing.T, a, b *commands.Commands, ws string, ids []string) {

@@ -352,9 +352,6 @@ type GuardedAppends interface {
 	// to g.Stream from g.From on, or ErrGuardRefused (nothing written) when they are more than
 	// g allows or a part declined.
 	AppendGuarded(ctx context.Context, g Guard, appends ...StreamAppend) ([]AppendResult, []RecordedEvent, error)
-	// AwaitTurn waits, as long as ctx lasts, until no one holds stream's turn, and holds
-	// nothing itself: a writer that then gathers its batch takes along what queued meanwhile.
-	AwaitTurn(ctx context.Context, stream string) error
 }
 
 // Turn is one writer's turn on a stream (StreamTurns). It is used by one goroutine.

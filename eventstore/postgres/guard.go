@@ -89,34 +89,6 @@ func (s *Store) AppendGuarded(ctx context.Context, g eventstore.Guard, appends .
 	return nil, nil, fmt.Errorf("eventstore/postgres: append to %s: %w: %w", g.Stream, eventstore.ErrGuardRefused, err)
 }
 
-// AwaitTurn implements eventstore.GuardedAppends: the turn's lock, taken and released in one
-// implicit transaction, which writes nothing.
-func (s *Store) AwaitTurn(ctx context.Context, stream string) error {
-	if s.closed.Load() {
-		return eventstore.ErrClosed
-	}
-	select {
-	case s.streamLocks <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("eventstore/postgres: await the turn on %s: every connection for turns is taken: %w", stream, ctx.Err())
-	}
-	defer func() { <-s.streamLocks }()
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("eventstore/postgres: await the turn on %s: %w", stream, err)
-	}
-	if _, err = c.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int, $2::int)`, streamLockClass, streamLockKey(stream)); err != nil {
-		// A wait cut short leaves the session's state unknown: it goes.
-		cctx, cancel := context.WithTimeout(context.Background(), turnEndTimeout)
-		c.Conn().Close(cctx) //nolint:errcheck // closing is the point
-		cancel()
-		c.Release()
-		return fmt.Errorf("eventstore/postgres: await the turn on %s: %w", stream, err)
-	}
-	c.Release()
-	return nil
-}
-
 // maxInt64 is the largest revision the guard's bigint holds.
 const maxInt64 = 1<<63 - 1
 
