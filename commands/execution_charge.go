@@ -192,11 +192,10 @@ func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 		results, err := h.chargeAndFinish(ctx, held, workspaceID, items, readOn)
 		held = nil
 		var wrong *eventstore.WrongExpectedVersionError
-		if (errors.Is(err, eventstore.ErrGuardRefused) || errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID)) &&
-			attempt < maxConflictRetries {
+		if errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID) && attempt < maxConflictRetries {
 			// Another process charged the account meanwhile: read on and decide anew, and
 			// take turns with it for a while (takeTurn).
-			h.contended.Store(BillingStream(workspaceID), time.Now())
+			h.contended.Store(wrong.Stream, time.Now())
 			readOn = true
 			continue
 		}
@@ -232,9 +231,6 @@ func (h *Charges) chargeAndFinish(ctx context.Context, held *AccountTurn, worksp
 	if turn == nil {
 		var from uint64
 		cur, from, _ = cachedState(h, stream, billingAgg)
-		if !readOn && h.guardable(stream, cur) {
-			return h.chargeGuarded(ctx, workspaceID, items, cur)
-		}
 		turn = h.takeTurn(ctx, stream, from)
 	}
 	switch {
@@ -267,12 +263,10 @@ type chargePlan struct {
 	stream  string
 	acct    loaded[billing.State] // the account after the batch, at the revision before it
 	charges int                   // events the batch appends to the account
-	// chargeEvents are those events, for a guarded append to fold after the others' (guard.go).
-	chargeEvents []domain.Event
-	parts        []eventstore.StreamAppend
-	results      []FinishResult
-	after        []loaded[execution.State]
-	partOf       []int // index in parts of item i's execution part, 0 for none
+	parts   []eventstore.StreamAppend
+	results []FinishResult
+	after   []loaded[execution.State]
+	partOf  []int // index in parts of item i's execution part, 0 for none
 	// windows are the cache windows the batch opens, by stream: the index of the part, and
 	// the window after it.
 	windows map[string]openedWindow
@@ -348,7 +342,7 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 			plan.windows[window.Stream], plan.parts = openedWindow{len(plan.parts), opened}, append(plan.parts, window)
 		}
 	}
-	plan.acct, plan.charges, plan.chargeEvents = acct, len(charges), charges
+	plan.acct, plan.charges = acct, len(charges)
 	if len(charges) == 0 {
 		return plan, nil
 	}

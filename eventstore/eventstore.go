@@ -319,41 +319,6 @@ type StreamTurns interface {
 	TakeTurn(ctx context.Context, stream string, from uint64) (Turn, error)
 }
 
-// ErrGuardRefused: a guarded append (GuardedAppends) found its stream moved on past what its
-// guard allows, or one of its parts declined; nothing was written, and the caller decides again
-// on the stream read on, as after a wrong expected revision.
-var ErrGuardRefused = errors.New("eventstore: the guarded append was refused")
-
-// Guard says what other writers may have appended to a stream since a writer last read it, for
-// an append decided on that read (GuardedAppends): only events of Types, no more than MaxEvents
-// of them, and events of SumType whose numeric field SumField adds up to at most SumMax. A
-// decision that holds whatever such events came between (charges against a balance that covers
-// them and the new ones) then needs no read of the stream before its append.
-type Guard struct {
-	Stream string
-	// From is the first revision the writer has not seen.
-	From uint64
-	// Types are the event types others may have appended from From on.
-	Types []string
-	// MaxEvents bounds how many events others may have appended from From on.
-	MaxEvents int
-	// SumType and SumField name the events and their JSON number field that SumMax bounds.
-	SumType, SumField string
-	// SumMax is a decimal number, such as "12.5".
-	SumMax string
-}
-
-// GuardedAppends is implemented by a store that can append to a hot stream within a turn on
-// it (StreamTurns) in one round trip: the guard's stream part is written at whatever revision
-// the stream has (its expectation must be Any), checked by the guard in the same transaction.
-type GuardedAppends interface {
-	// AppendGuarded waits for g.Stream's turn as long as ctx lasts, then appends as
-	// AppendMulti does, all or nothing. It returns the results and the events others appended
-	// to g.Stream from g.From on, or ErrGuardRefused (nothing written) when they are more than
-	// g allows or a part declined.
-	AppendGuarded(ctx context.Context, g Guard, appends ...StreamAppend) ([]AppendResult, []RecordedEvent, error)
-}
-
 // Turn is one writer's turn on a stream (StreamTurns). It is used by one goroutine.
 type Turn interface {
 	// Events are the stream's events from the revision the turn was taken at, read under the

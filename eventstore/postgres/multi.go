@@ -37,7 +37,7 @@ func (s *Store) appendMulti(ctx context.Context, appends []eventstore.StreamAppe
 		return nil, err
 	}
 	defer s.appended()
-	if res, ok, err := s.multiFast(ctx, s.pool, parts, claims, false, nil); ok || err != nil {
+	if res, ok, err := s.multiFast(ctx, s.pool, parts, claims, false); ok || err != nil {
 		return res, err
 	}
 	return s.multiSlowRetried(ctx, parts, claims)
@@ -140,10 +140,7 @@ type batchSender interface {
 // implicit transaction; with commit, it ends the transaction the caller began on via, and a
 // failed batch leaves that transaction for the caller to roll back. ok is false when some part
 // was declined (nothing is then written) and the slow path must decide.
-//
-// With g (AppendGuarded), the batch also begins the transaction and waits for the guarded
-// stream's turn, and checks the guard and reads what others appended after the appends.
-func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, claims claimSet, commit bool, g *guardStep) ([]eventstore.AppendResult, bool, error) {
+func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, claims claimSet, commit bool) ([]eventstore.AppendResult, bool, error) {
 	stmts := make([]fastStatement, len(parts))
 	events := 0
 	for i, e := range parts {
@@ -158,28 +155,20 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	res := make([]eventstore.AppendResult, len(parts))
 	written := make([]bool, len(parts))
 	b := &pgx.Batch{}
-	g.queueBegin(b)
 	s.queueAppendLock(b)
 	queueBatches(b, parts, plan)
 	for _, i := range plan.rest {
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}
 	claims.queue(b)
-	g.queueCheck(b)
 	b.Queue(expectWrittenSQL, int64(events))
 	if commit {
 		b.Queue(`COMMIT`)
 	}
 	br := via.SendBatch(ctx, b)
-	err := g.readBegin(br)
-	if err == nil {
-		err = readGroup(br, parts, plan, res, written)
-	}
+	err := readGroup(br, parts, plan, res, written)
 	if err == nil && !claims.empty() {
 		_, err = br.Exec()
-	}
-	if err == nil {
-		err = g.readCheck(br)
 	}
 	if err == nil {
 		_, err = br.Exec()

@@ -44,10 +44,6 @@ const codeMultiDeclined = "SW005"
 // holder, in hex, separated by a colon.
 const codeClaimed = "SW006"
 
-// codeGuard: eventstore_expect_since found the guarded stream moved on past what the guard of
-// an AppendGuarded allows.
-const codeGuard = "SW007"
-
 // codeNoAppendLock: eventstore_append was called in a transaction that already had an id
 // without holding the append lock; its events could be hidden from subscribers for ever.
 const codeNoAppendLock = "SW004"
@@ -243,32 +239,6 @@ BEGIN
         RETURN QUERY SELECT v_cur + v_n, v_my_tx, v_last_pos;
         RETURN;
     END LOOP;
-END
-$fn$;
-
--- eventstore_expect_since is the guard of an AppendGuarded (guard.go), run after its appends in
--- their transaction: the stream's row is then locked by this transaction's append, so every
--- other append to it has committed (and this statement's snapshot sees it) or waits. Unless the
--- events others appended from p_from on are all of p_types, at most p_max of them, and the
--- p_sum_field of those of p_sum_type add up to at most p_sum_max, it raises SW007 and the whole
--- transaction rolls back.
-CREATE OR REPLACE FUNCTION eventstore_expect_since(p_stream text, p_from bigint, p_types text[],
-    p_max bigint, p_sum_type text, p_sum_field text, p_sum_max numeric) RETURNS void
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_n     bigint;
-    v_other bigint;
-    v_sum   numeric;
-BEGIN
-    SELECT count(*), count(*) FILTER (WHERE type <> ALL (p_types)),
-           coalesce(sum((data ->> p_sum_field)::numeric) FILTER (WHERE type = p_sum_type), 0)
-      INTO v_n, v_other, v_sum
-      FROM events
-     WHERE stream = p_stream AND revision >= p_from AND tx_id <> pg_current_xact_id();
-    IF v_n > p_max OR v_other > 0 OR v_sum > p_sum_max THEN
-        RAISE EXCEPTION 'eventstore: % moved on past the guard', p_stream
-            USING ERRCODE = 'SW007';
-    END IF;
 END
 $fn$;
 

@@ -123,7 +123,7 @@ func (t *turn) appendMulti(ctx context.Context, appends []eventstore.StreamAppen
 		return nil, err
 	}
 	defer t.s.appended()
-	res, ok, err := t.s.multiFast(ctx, t.conn, parts, claims, true, nil)
+	res, ok, err := t.s.multiFast(ctx, t.conn, parts, claims, true)
 	if ok {
 		t.end(false)
 		return res, nil
