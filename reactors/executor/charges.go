@@ -63,17 +63,22 @@ func (c *charger) charge(ctx context.Context, workspaceID string, item commands.
 // flush appends the workspace's queued charges batch by batch until the queue is empty.
 // While another process charges the workspace too, each batch is gathered once the turn on its
 // account is held (commands.AwaitAccountTurn), so it takes along what queued during the wait.
+//
+// The queue is looked at before the wait: a turn awaited for an empty queue would cost a round
+// trip (and, held, a transaction) for nothing. Only this goroutine takes from the queue, so it
+// is not empty after the wait either.
 func (c *charger) flush(ctx context.Context, workspaceID string) {
 	for {
+		c.mu.Lock()
+		if len(c.queues[workspaceID]) == 0 {
+			delete(c.queues, workspaceID)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
 		held := c.cmds.Charges.AwaitAccountTurn(ctx, workspaceID)
 		c.mu.Lock()
 		q := c.queues[workspaceID]
-		if len(q) == 0 {
-			delete(c.queues, workspaceID)
-			c.mu.Unlock()
-			held.End()
-			return
-		}
 		batch := q[:min(len(q), maxChargeBatch)]
 		c.queues[workspaceID] = q[len(batch):]
 		c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,4 +96,51 @@ func causes(items []commands.ChargedFinish) []string {
 		out[i] = it.Charge.Cause
 	}
 	return out
+}
+
+// turnCounter counts the turns taken on the store.
+type turnCounter struct {
+	eventstore.Store
+	turns atomic.Int64
+}
+
+func (s *turnCounter) TakeTurn(ctx context.Context, stream string, from uint64) (eventstore.Turn, error) {
+	s.turns.Add(1)
+	return s.Store.(eventstore.StreamTurns).TakeTurn(ctx, stream, from)
+}
+
+// A charger that takes turns on a workspace's account takes one per batch, none for the empty
+// queue it finds after its last batch: that turn was a round trip and a rolled-back transaction
+// per flush for nothing.
+func TestChargerTakesNoTurnForAnEmptyQueue(t *testing.T) {
+	env := testenv.New(t)
+	store := &turnCounter{Store: env.Store}
+	cmds, other := commands.New(store), commands.New(env.Store)
+	ws := env.Workspace(t, 4)
+	ctx := context.Background()
+	// Refused once for an account the other process moved: cmds takes turns from now on.
+	if _, err := cmds.Billing.Balance(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*commands.Commands{other, cmds} {
+		if _, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{echoCharge(t, other, ws)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item := echoCharge(t, cmds, ws)
+	before := store.turns.Load()
+	c := newCharger(cmds)
+	res, err := c.charge(ctx, ws, item)
+	if err != nil || !res.Recorded {
+		t.Fatalf("charge: %+v, %v", res, err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the charger to end its flush", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, flushing := c.queues[ws]
+		return !flushing
+	})
+	if got := store.turns.Load() - before; got != 1 {
+		t.Fatalf("%d turns taken for one batch, want 1", got)
+	}
 }
