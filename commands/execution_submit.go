@@ -244,6 +244,35 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 	return state, true, nil
 }
 
+// appendLeasedSubmit appends the submit of a worker module's call together with the lease of
+// its first attempt to the worker of hand, a poll waiting in this process, in one append, and
+// returns the leased state.
+func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submit, hand PollHandoff) (execution.State, error) {
+	now := h.now()
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return execution.State{}, wrap("submit execution", err)
+	}
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	lease, err := execution.DecideLease(st, hand.Worker(), hand.Lease(), now)
+	if err != nil {
+		return execution.State{}, wrap("lease submitted task", err)
+	}
+	for _, e := range lease {
+		st = st.Evolve(e)
+	}
+	stream := ExecutionStream(sub.ExecutionID)
+	res, err := appendEvents(ctx, h, stream, eventstore.NoStream(), append(events, lease...))
+	if err != nil {
+		return execution.State{}, wrap("submit execution", err)
+	}
+	h.cache.put(stream, loaded[execution.State]{state: st, revision: res.Revision, exists: true})
+	return st, nil
+}
+
 // prepareSubmit checks a submit and turns it into the domain's command: the module's id (with
 // its price, and a workspace module's transport and deadline) and the sealed callback. It is
 // where a submit's values are checked (the API only parses their JSON types), before anything

@@ -224,8 +224,25 @@ func (s *submission) openCacheWindow(ctx context.Context) error {
 }
 
 // appendSubmit appends the submit and hands the execution to this process's runner, waiting
-// for it up to the call's wait.
+// for it up to the call's wait. A worker module's call, when a worker's poll waits in this
+// process for its module, is leased to that worker in the submit's commit and handed to the
+// poll (TaskHandoffs): one commit from the submit to the worker holding the task.
 func (s *submission) appendSubmit(ctx context.Context) (execution.State, error) {
+	var hand PollHandoff
+	if hr, ok := s.runner.(TaskHandoffs); ok && s.sub.Transport != nil && s.sub.Transport.Type == execution.TransportWorker &&
+		s.c.IdempotencyKey == "" && s.sub.CachedFrom == "" {
+		hand, _ = hr.ReservePoll(s.sub)
+	}
+	if hand != nil {
+		st, err := s.h.appendLeasedSubmit(ctx, s.sub, hand)
+		if err != nil {
+			hand.Release()
+			return execution.State{}, err
+		}
+		done := s.runner.Take(st)
+		hand.Deliver(st)
+		return awaitLocal(ctx, st, done, s.c.WaitFor-time.Since(s.start)), nil
+	}
 	st, created, err := s.h.appendSubmit(ctx, s.sub)
 	if err == nil && !created && s.c.WaitFor <= 0 && s.tried.Exists {
 		// The run this call gave up on was recorded after all, just before this append: a

@@ -41,6 +41,8 @@ type taskPoll struct {
 	wake    chan struct{}
 	// fire, when set, is called instead of a send on wake (WaitTasks); it must not block.
 	fire func()
+	// async is the WaitTasks poll, which a submit may hand its task to (ReservePoll).
+	async *asyncPoll
 }
 
 // wake tells the polls that wait for t's module that it may be leased; b.mu is held.
@@ -87,7 +89,7 @@ func (b *taskBoard) register(workspaceID string, p *taskPoll) func() {
 func (e *Executor) WaitTasks(ctx context.Context, p TaskPoll, answer func([]LeasedTask, error)) {
 	e.sawWorker(p, 0)
 	w := &asyncPoll{e: e, ctx: ctx, p: p, answer: answer}
-	tp := &taskPoll{modules: map[string]bool{}, fire: w.fire}
+	tp := &taskPoll{modules: map[string]bool{}, fire: w.fire, async: w}
 	for _, m := range p.Modules {
 		tp.modules[m] = true
 	}
@@ -308,7 +310,7 @@ func (e *Executor) takeCandidates(p TaskPoll, n int) []string {
 					i--
 					continue
 				}
-				if t.concurrency > 0 && b.leased[key]+b.trying(key) >= t.concurrency {
+				if t.concurrency > 0 && b.leased[key]+b.trying(key)+b.reserved[key] >= t.concurrency {
 					break
 				}
 				if len(p.AllowedWorkflowIDs) > 0 && !allowed(p.AllowedWorkflowIDs, t.workflowID) {
