@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -505,6 +506,9 @@ func (e *Executor) workflowOf(ctx context.Context, runID string) (string, error)
 type TaskCaller struct {
 	WorkspaceID        string
 	AllowedWorkflowIDs []string
+	// Claim, when set, is the request's signature claim, which a completion takes in the
+	// commit of its outcome and charge (commands.RequestClaim).
+	Claim *commands.RequestClaim
 }
 
 // HeartbeatTask renews the lease of taskID and reports whether its run was cancelled.
@@ -532,8 +536,14 @@ func (e *Executor) HeartbeatTask(ctx context.Context, c TaskCaller, taskID strin
 // CompleteTask records the output of taskID's attempt, charged as a built-in's is: the
 // module's price once per successful execution, in the commit of the completion when it can
 // be. An output the store cannot hold fails the attempt (output_unstorable), as a built-in's.
+//
+// The state this process recorded last (its poll leased the task) is trusted when it shows
+// the lease held, and the completion then goes in one commit with its charge and the request's
+// claim, or not at all (ChargedFinish.Combined): a stale state fails that commit on revision,
+// and the completion is decided again on the state read afresh, the usual way. So a completion
+// costs one commit and no read, and an attempt whose lease was lost is never charged for it.
 func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string, output json.RawMessage) (execution.State, error) {
-	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, true)
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, false)
 	if err != nil {
 		return execution.State{}, err
 	}
@@ -543,7 +553,14 @@ func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string
 	if err := e.checkOutput(ctx, st, output); err != nil {
 		return execution.State{}, err
 	}
-	after, err := e.complete(ctx, st, output, billing.Credits(st.CostMilli))
+	usage := billing.Credits(st.CostMilli)
+	after, err := e.completeWith(ctx, st, output, usage, commands.ChargedFinish{Claim: c.Claim, Combined: true})
+	if errors.Is(err, commands.ErrNotCombined) {
+		if st, _, err = e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, true); err != nil {
+			return execution.State{}, err
+		}
+		after, err = e.complete(ctx, st, output, usage)
+	}
 	return e.taskOutcome(ctx, after, err)
 }
 
