@@ -246,31 +246,31 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 
 // appendLeasedSubmit appends the submit of a worker module's call together with the lease of
 // its first attempt to the worker of hand, a poll waiting in this process, in one append, and
-// returns the leased state.
-func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submit, hand PollHandoff) (execution.State, error) {
+// returns the state as submitted (the answer of a call that does not wait) and as leased.
+func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submit, hand PollHandoff) (submitted, leased execution.State, err error) {
 	now := h.now()
 	events, err := execution.DecideSubmit(execution.State{}, sub, now)
 	if err != nil {
-		return execution.State{}, wrap("submit execution", err)
+		return submitted, leased, wrap("submit execution", err)
 	}
-	var st execution.State
 	for _, e := range events {
-		st = st.Evolve(e)
+		submitted = submitted.Evolve(e)
 	}
-	lease, err := execution.DecideLease(st, hand.Worker(), hand.Lease(), now)
+	lease, err := execution.DecideLease(submitted, hand.Worker(), hand.Lease(), now)
 	if err != nil {
-		return execution.State{}, wrap("lease submitted task", err)
+		return submitted, leased, wrap("lease submitted task", err)
 	}
+	leased = submitted
 	for _, e := range lease {
-		st = st.Evolve(e)
+		leased = leased.Evolve(e)
 	}
 	stream := ExecutionStream(sub.ExecutionID)
 	res, err := appendEvents(ctx, h, stream, eventstore.NoStream(), append(events, lease...))
 	if err != nil {
-		return execution.State{}, wrap("submit execution", err)
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
 	}
-	h.cache.put(stream, loaded[execution.State]{state: st, revision: res.Revision, exists: true})
-	return st, nil
+	h.cache.put(stream, loaded[execution.State]{state: leased, revision: res.Revision, exists: true})
+	return submitted, leased, nil
 }
 
 // prepareSubmit checks a submit and turns it into the domain's command: the module's id (with

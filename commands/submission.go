@@ -234,14 +234,15 @@ func (s *submission) appendSubmit(ctx context.Context) (execution.State, error) 
 		hand, _ = hr.ReservePoll(s.sub)
 	}
 	if hand != nil {
-		st, err := s.h.appendLeasedSubmit(ctx, s.sub, hand)
+		submitted, leased, err := s.h.appendLeasedSubmit(ctx, s.sub, hand)
 		if err != nil {
 			hand.Release()
 			return execution.State{}, err
 		}
-		done := s.runner.Take(st)
-		hand.Deliver(st)
-		return awaitLocal(ctx, st, done, s.c.WaitFor-time.Since(s.start)), nil
+		done := s.runner.Take(leased)
+		hand.Deliver(leased)
+		// SPEC.md 4.1: a call not ended within its wait is answered as submitted.
+		return awaitLocal(ctx, submitted, done, s.c.WaitFor-time.Since(s.start)), nil
 	}
 	st, created, err := s.h.appendSubmit(ctx, s.sub)
 	if err == nil && !created && s.c.WaitFor <= 0 && s.tried.Exists {

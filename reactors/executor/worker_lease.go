@@ -106,7 +106,22 @@ func (e *Executor) WaitTasks(ctx context.Context, p TaskPoll, answer func([]Leas
 		w.stopRun = context.AfterFunc(runCtx, w.expire)
 	}
 	w.mu.Unlock()
-	w.fire() // a task that came between the caller's first look and the registration
+	if e.tasks.hasPending(p) {
+		w.fire() // a task that came between the caller's first look and the registration
+	}
+}
+
+// hasPending reports whether the board has tasks of p's modules queued: a poll that registers
+// after them was not woken by them. One that comes after the registration wakes it.
+func (b *taskBoard) hasPending(p TaskPoll) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range p.Modules {
+		if len(b.pending[wsModule{p.WorkspaceID, m}]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // asyncPoll is a WaitTasks under way.
