@@ -159,3 +159,48 @@ func TestCompletionOfALeaseLostElsewhereChargesNothing(t *testing.T) {
 		t.Fatalf("balance %v (%v), want 10: the lost lease's completion was charged", bal.Total(), err)
 	}
 }
+
+// The submit that leases to a waiting poll takes its request's signature claim in that same
+// commit, with no round trip of its own; a replay of it (the claim held by another request)
+// is refused with nothing written, and the poll it had reserved takes the next call.
+func TestHandedOffSubmitTakesItsClaimInItsCommit(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	cmds, ex, _ := runInstance(t, env, env.Store, registry(t), executor.Config{Worker: "a"})
+	registerWorkerModule(t, cmds, ws, "acme.resize")
+	until := time.Now().Add(time.Hour)
+	noRoundTrip := func(context.Context) (bool, error) {
+		t.Error("the claim was settled by a round trip of its own")
+		return false, nil
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	call := func(claim *commands.RequestClaim) (execution.State, error) {
+		return cmds.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "acme.resize",
+			Input: json.RawMessage(`{"n":1}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
+	}
+	first := waitPoll(t, ex, ws, "w1", "acme.resize")
+	st, err := call(commands.NewRequestClaim(key, []byte("owner-1"), until, noRoundTrip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tasks := answerOf(t, first); len(tasks) != 1 || tasks[0].ExecutionID != st.ID {
+		t.Fatalf("first poll: %+v", tasks)
+	}
+	second := waitPoll(t, ex, ws, "w2", "acme.resize")
+	replay, err := call(commands.NewRequestClaim(key, []byte("owner-2"), until, noRoundTrip))
+	if !errors.Is(err, commands.ErrReplayed) {
+		t.Fatalf("the replay: %+v %v", replay.Record(), err)
+	}
+	select {
+	case tasks := <-second:
+		t.Fatalf("the replay reached a worker: %+v", tasks)
+	default:
+	}
+	next, err := call(commands.NewRequestClaim([]byte("fedcba9876543210fedcba9876543210"), []byte("owner-3"), until, noRoundTrip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tasks := answerOf(t, second); len(tasks) != 1 || tasks[0].ExecutionID != next.ID {
+		t.Fatalf("second poll: %+v", tasks)
+	}
+}
