@@ -109,10 +109,22 @@ func (w *asyncPoll) deliver(t LeasedTask) {
 	w.answer([]LeasedTask{t}, nil)
 }
 
-// release ends a reservation that leased nothing: the poll leases from the board at once (a
-// wake-up may have come meanwhile), or answers empty when its wait ended meanwhile.
+// release ends a reservation that leased nothing: the poll waits on, leases from the board at
+// once when a wake-up came meanwhile, or answers empty when its wait ended meanwhile.
 func (w *asyncPoll) release() {
 	w.mu.Lock()
+	if w.end {
+		w.done = true
+		w.mu.Unlock()
+		w.cleanUp()
+		w.answer([]LeasedTask{}, nil)
+		return
+	}
+	if !w.again {
+		w.running = false
+		w.mu.Unlock()
+		return
+	}
 	w.again = false
 	w.mu.Unlock()
 	go w.lease()
