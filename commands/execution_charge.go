@@ -40,10 +40,17 @@ type ChargedFinish struct {
 	// CreateMeta is the metadata of the request that made Create; the batch's other events
 	// carry the context's.
 	CreateMeta Metadata
-	// Claim, when set with Create, is the signature claim of the request that made Create,
-	// taken in the batch's commit on a store that takes claims. An item whose claim another
-	// request holds is left out and answered ErrReplayed; the rest of the batch is written.
+	// Claim, when set with Create or Combined, is the signature claim of the request that made
+	// Create (or reports the outcome), taken in the batch's commit on a store that takes
+	// claims. An item whose claim another request holds is left out and answered ErrReplayed;
+	// the rest of the batch is written.
 	Claim *RequestClaim
+	// Combined makes the charge only together with the outcome: when the outcome cannot be
+	// decided on the state the batch knows, or the batch cannot be written in one go, the item
+	// is answered ErrNotCombined and nothing of it is written. A worker's completion decided on
+	// a cached state uses it: should that state be stale (its lease lost), the call must not be
+	// charged for an outcome that is then refused; its caller reads afresh and tries again.
+	Combined bool
 	// Window, when set with Create, opens the cache window the execution leads, in the same
 	// commit. An item whose window another call opened first is left out and answered
 	// errWindowTaken; the rest of the batch is written.
@@ -309,8 +316,12 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 			plan.results[i].Err = err // never charged: its outcome cannot be written
 			continue
 		}
-		if c, carry := it.Claim.carried(); ok && carry && len(it.Create) > 0 && h.takesClaims() {
+		if c, carry := it.Claim.carried(); ok && carry && (len(it.Create) > 0 || it.Combined) && h.takesClaims() {
 			part.Claims = []eventstore.Claim{c}
+		}
+		if !ok && it.Combined {
+			plan.results[i].Err = ErrNotCombined // no charge without its outcome
+			continue
 		}
 		if !ok && len(it.Create) > 0 {
 			plan.results[i].Err = errNotCreated // no charge for an execution that would not exist

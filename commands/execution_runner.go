@@ -36,6 +36,29 @@ type Runner interface {
 	TryRunFirst(ctx context.Context, run FirstRun) (execution.State, bool)
 }
 
+// TaskHandoffs is a Runner whose workers' polls wait in this process: a submit of a worker
+// module's call may lease the call's first attempt to a waiting poll's worker in the submit's
+// own commit, and hand the task to that poll, instead of appending the submit and then the
+// lease from the poll once woken.
+type TaskHandoffs interface {
+	// ReservePoll reserves a poll waiting for sub's module that may take sub's task now (of its
+	// workspace, not limited to some workflows' runs, within the module's concurrency); false
+	// when none does. The caller must Deliver or Release the reservation.
+	ReservePoll(sub execution.Submit) (PollHandoff, bool)
+}
+
+// PollHandoff is a waiting poll reserved for one task (TaskHandoffs.ReservePoll).
+type PollHandoff interface {
+	// Worker is the poll's worker id, and Lease how long its lease lasts.
+	Worker() string
+	Lease() time.Duration
+	// Deliver answers the poll with the task of st, leased to Worker, after the runner has
+	// taken st (Runner.Take).
+	Deliver(st execution.State)
+	// Release gives the poll back to its wait: the submit was not recorded.
+	Release()
+}
+
 // FirstRun is a call handed to the runner before anything of it is written (Runner.RunFirst).
 type FirstRun struct {
 	// State is the execution as its submit makes it; Create are the submit's events, which the

@@ -77,6 +77,7 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 	if err != nil {
 		return execution.State{}, err
 	}
+	defer s.releaseHandoff()
 	if prev, found, err := s.earlierExecution(ctx); found || err != nil {
 		return prev, err
 	}
@@ -242,6 +243,49 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 	}
 	h.cache.put(stream, loaded[execution.State]{state: state, revision: res.Revision, exists: true})
 	return state, true, nil
+}
+
+// appendLeasedSubmit appends the submit of a worker module's call together with the lease of
+// its first attempt to the worker of hand, a poll waiting in this process, in one commit that
+// takes claim (the request's signature: ErrReplayed when another request holds it, and nothing
+// is written), and returns the state as submitted (the answer of a call that does not wait)
+// and as leased.
+func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submit, hand PollHandoff, claim *RequestClaim) (submitted, leased execution.State, err error) {
+	now := h.now()
+	events, err := execution.DecideSubmit(execution.State{}, sub, now)
+	if err != nil {
+		return submitted, leased, wrap("submit execution", err)
+	}
+	for _, e := range events {
+		submitted = submitted.Evolve(e)
+	}
+	lease, err := execution.DecideLease(submitted, hand.Worker(), hand.Lease(), now)
+	if err != nil {
+		return submitted, leased, wrap("lease submitted task", err)
+	}
+	leased = submitted
+	for _, e := range lease {
+		leased = leased.Evolve(e)
+	}
+	data, err := encodeEvents(ctx, append(events, lease...))
+	if err != nil {
+		return submitted, leased, err
+	}
+	stream := ExecutionStream(sub.ExecutionID)
+	part := eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream(), Events: data}
+	if c, ok := claim.carried(); ok {
+		part.Claims = []eventstore.Claim{c}
+	}
+	res, err := h.store.AppendMulti(ctx, part)
+	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
+		return execution.State{}, execution.State{}, fmt.Errorf("submit execution: %w", ErrReplayed)
+	}
+	if err != nil {
+		return execution.State{}, execution.State{}, wrap("submit execution", err)
+	}
+	claim.committed()
+	h.cache.put(stream, loaded[execution.State]{state: leased, revision: res[0].NextRevision, exists: true})
+	return submitted, leased, nil
 }
 
 // prepareSubmit checks a submit and turns it into the domain's command: the module's id (with

@@ -36,6 +36,8 @@ type submission struct {
 	// of a call it ran first and gave up on.
 	runner Runner
 	tried  execution.State
+	// hand is a worker's poll waiting in this process, reserved for the call (handOff).
+	hand PollHandoff
 }
 
 // newSubmission checks and prices the call (prepareSubmit), reading the workspace's module
@@ -134,7 +136,7 @@ func (s *submission) runsFirst() bool {
 // takeSignature takes the request's signature before the first append, unless the call runs
 // first, whose commit takes it.
 func (s *submission) takeSignature(ctx context.Context) error {
-	if s.runsFirst() || s.done.Exists {
+	if s.runsFirst() || s.done.Exists || s.handOff() {
 		return nil
 	}
 	if err := s.c.Claim.Settle(ctx); err != nil {
@@ -196,6 +198,9 @@ func (s *submission) runFirst(ctx context.Context) (execution.State, bool, error
 	if ok {
 		return st, true, nil
 	}
+	if s.hand != nil {
+		return execution.State{}, false, nil // not run first: its submit's commit takes the signature
+	}
 	// The run may still be recorded, its commit taking the signature under this request's
 	// owner; taking it here first refuses that commit instead.
 	if err := s.c.Claim.Settle(ctx); err != nil {
@@ -223,9 +228,46 @@ func (s *submission) openCacheWindow(ctx context.Context) error {
 	return err
 }
 
+// handOff reserves, for a worker module's call, a worker's poll waiting in this process for
+// the module (TaskHandoffs), and reports whether it did: the submit then leases the call's
+// first attempt to that worker in its own commit, which takes the request's signature too,
+// and hands the task to the poll. A call bound to an idempotency key or in a cache window
+// takes the usual path: its first append is elsewhere.
+func (s *submission) handOff() bool {
+	hr, ok := s.runner.(TaskHandoffs)
+	if !ok || s.sub.Transport == nil || s.sub.Transport.Type != execution.TransportWorker || s.c.IdempotencyKey != "" ||
+		s.window != "" || s.sub.CachedFrom != "" || !s.h.takesClaims() {
+		return false
+	}
+	s.hand, _ = hr.ReservePoll(s.sub)
+	return s.hand != nil
+}
+
+// releaseHandoff gives back a reserved poll the call did not lease to (it stopped early).
+func (s *submission) releaseHandoff() {
+	if s.hand != nil {
+		s.hand.Release()
+		s.hand = nil
+	}
+}
+
 // appendSubmit appends the submit and hands the execution to this process's runner, waiting
-// for it up to the call's wait.
+// for it up to the call's wait. A call with a poll reserved (handOff) is leased to the poll's
+// worker in the submit's commit and handed to the poll: one commit from the submit to the
+// worker holding the task.
 func (s *submission) appendSubmit(ctx context.Context) (execution.State, error) {
+	if hand := s.hand; hand != nil {
+		s.hand = nil
+		submitted, leased, err := s.h.appendLeasedSubmit(ctx, s.sub, hand, s.c.Claim)
+		if err != nil {
+			hand.Release()
+			return execution.State{}, err
+		}
+		done := s.runner.Take(leased)
+		hand.Deliver(leased)
+		// SPEC.md 4.1: a call not ended within its wait is answered as submitted.
+		return awaitLocal(ctx, submitted, done, s.c.WaitFor-time.Since(s.start)), nil
+	}
 	st, created, err := s.h.appendSubmit(ctx, s.sub)
 	if err == nil && !created && s.c.WaitFor <= 0 && s.tried.Exists {
 		// The run this call gave up on was recorded after all, just before this append: a

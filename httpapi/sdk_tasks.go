@@ -50,7 +50,7 @@ type SDKTasks struct {
 func (s *SDKTasks) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/tasks/poll", s.Auth.Route(1, http.HandlerFunc(s.poll))).Methods(http.MethodPost)
 	v1.Handle("/sdk/tasks/{taskId}/heartbeat", s.Auth.Route(1, http.HandlerFunc(s.heartbeat))).Methods(http.MethodPost)
-	v1.Handle("/sdk/tasks/{taskId}/complete", s.Auth.Route(1, http.HandlerFunc(s.complete))).Methods(http.MethodPost)
+	v1.Handle("/sdk/tasks/{taskId}/complete", s.Auth.Route(1, http.HandlerFunc(s.complete), ClaimInCommit)).Methods(http.MethodPost)
 	v1.Handle("/sdk/tasks/{taskId}/fail", s.Auth.Route(1, http.HandlerFunc(s.fail))).Methods(http.MethodPost)
 }
 
@@ -230,7 +230,9 @@ func (s *SDKTasks) complete(w http.ResponseWriter, r *http.Request) {
 		writeTaskError(w, r, err)
 		return
 	}
-	st, err := s.Tasks.CompleteTask(r.Context(), taskCaller(caller), mux.Vars(r)["taskId"], fields["output"])
+	tc := taskCaller(caller)
+	tc.Claim = requestClaimFrom(r.Context()) // taken in the completion's commit
+	st, err := s.Tasks.CompleteTask(r.Context(), tc, mux.Vars(r)["taskId"], fields["output"])
 	if err != nil {
 		WriteDomainError(w, r, err)
 		return

@@ -69,7 +69,8 @@ func newBenchCmd() *cobra.Command {
 			"          (switchyard bench-worker, the Go client's Worker): --total executions of it\n" +
 			"          end to end against --total of core.echo in the same run; dispatch (submit\n" +
 			"          accepted until the worker holds the task) at --rate submits/s for --duration;\n" +
-			"          and --idle submits with waitForMs through the worker one at a time\n" +
+			"          and --idle submits with waitForMs through the worker one at a time; each with\n" +
+			"          CPU (here and in the worker) and database commits per execution\n" +
 			"  floor   the submit phase against the service's SDK authentication alone (key, timestamp,\n" +
 			"          signature, replay guard and rate limit in memory) and a handler that answers\n" +
 			"          CREATED without a database: the least a submit can cost here (needs no database)\n\n" +

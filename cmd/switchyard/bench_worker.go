@@ -262,6 +262,7 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 		return err
 	}
 	defer w.stop()
+	cost := startBenchCost(ctx, a, w.cmd.Process.Pid)
 	builtin, err := benchE2E(ctx, cs, counts, o.clients, o.total, true)
 	if err != nil {
 		return fmt.Errorf("core.echo e2e: %w", err)
@@ -269,30 +270,45 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	if err := benchDrain(ctx, a, workspace); err != nil {
 		return err
 	}
+	builtinCost := cost.end(ctx, o.total)
+	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	viaWorker, err := benchE2EOf(ctx, cs, counts, o.clients, o.total, benchWorkerModule)
 	if err != nil {
 		return fmt.Errorf("worker e2e: %w", err)
 	}
+	if err := benchDrain(ctx, a, workspace); err != nil {
+		return err
+	}
+	workerCost := cost.end(ctx, o.total)
 	rb, rw := float64(o.total)/builtin.Seconds(), float64(o.total)/viaWorker.Seconds()
 	fmt.Fprintf(out, "worker e2e: %d executions of %s through a worker process: %.0f executions/s; core.echo in the same run %.0f/s; ratio %.2f\n",
 		o.total, benchWorkerModule, rw, rb, rw/rb)
-	if err := benchDrain(ctx, a, workspace); err != nil {
-		return err
-	}
+	fmt.Fprintf(out, "worker e2e cost per execution: %s; core.echo: %s\n", workerCost, builtinCost)
 	if err := benchIdlePolls(ctx, out, base, key, o.idlePolls); err != nil {
 		return err
 	}
+	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	lat, errs := benchDispatch(ctx, cs, w, o.rate, o.duration)
-	fmt.Fprintf(out, "worker dispatch: %d submits at %d/s, accepted until the worker holds the task: p50 %s, p90 %s, p99 %s, max %s (%s)\n",
-		len(lat), o.rate, pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs)
 	if err := benchDrain(ctx, a, workspace); err != nil {
 		return err
 	}
+	dispatchCost := cost.end(ctx, max(len(lat), 1))
+	fmt.Fprintf(out, "worker dispatch: %d submits at %d/s, accepted until the worker holds the task: p50 %s, p90 %s, p99 %s, max %s (%s)\n",
+		len(lat), o.rate, pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs)
+	fmt.Fprintf(out, "worker dispatch cost per execution: %s\n", dispatchCost)
+	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	builtinLat, _ := benchIdle(ctx, cs[0], o.idle)
+	builtinCost = cost.end(ctx, o.idle)
 	req := client.SubmitRequest{Module: benchWorkerModule, Input: map[string]int{"n": 1}, WaitForMs: 15000}
+	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	lat, errs = benchIdleOf(ctx, cs[0], o.idle, req)
+	if err := benchDrain(ctx, a, workspace); err != nil {
+		return err
+	}
+	workerCost = cost.end(ctx, o.idle)
 	fmt.Fprintf(out, "worker idle: %d submits with waitForMs through the worker one at a time: p50 %s, p90 %s, p99 %s, max %s (%s); core.echo in the same run p50 %s\n",
 		len(lat), pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), errs, pct(builtinLat, 50))
+	fmt.Fprintf(out, "worker idle cost per execution: %s; core.echo: %s\n", workerCost, builtinCost)
 	return nil
 }
 
@@ -329,4 +345,107 @@ func benchDispatch(ctx context.Context, cs []*client.Client, w *benchWorkerProc,
 	}
 	slices.Sort(lat)
 	return lat, errs
+}
+
+// benchCost is what a phase costs, per execution: the database's commits (pg_stat_database,
+// which every backend updates within a second), this process's CPU (the service and the load)
+// and the worker process's. On a shared machine these move less than rates do.
+type benchCost struct {
+	a                   *app
+	pid                 int
+	commits             int64
+	self, worker        time.Duration
+	commitsOK, workerOK bool
+}
+
+func startBenchCost(ctx context.Context, a *app, workerPid int) *benchCost {
+	c := &benchCost{a: a, pid: workerPid}
+	c.commits, c.commitsOK = dbCommits(ctx, a)
+	c.self = selfCPU()
+	c.worker, c.workerOK = procCPU(workerPid)
+	return c
+}
+
+// benchCostFigures are a phase's costs per execution.
+type benchCostFigures struct {
+	commits             float64
+	self, worker        time.Duration
+	commitsOK, workerOK bool
+}
+
+func (f benchCostFigures) String() string {
+	s := fmt.Sprintf("CPU %.2f ms here (service and load)", float64(f.self.Microseconds())/1000)
+	if f.workerOK {
+		s += fmt.Sprintf(", %.2f ms in the worker process", float64(f.worker.Microseconds())/1000)
+	}
+	if f.commitsOK {
+		s += fmt.Sprintf(", %.2f commits", f.commits)
+	}
+	return s
+}
+
+// end waits for the backends' statistics to reach pg_stat_database and returns the phase's
+// costs per execution, over n executions.
+func (c *benchCost) end(ctx context.Context, n int) benchCostFigures {
+	select {
+	case <-ctx.Done():
+	case <-time.After(1500 * time.Millisecond):
+	}
+	var f benchCostFigures
+	commits, ok := dbCommits(ctx, c.a)
+	f.commitsOK = ok && c.commitsOK
+	f.commits = float64(commits-c.commits) / float64(n)
+	f.self = (selfCPU() - c.self) / time.Duration(n)
+	worker, ok := procCPU(c.pid)
+	f.workerOK = ok && c.workerOK
+	f.worker = (worker - c.worker) / time.Duration(n)
+	return f
+}
+
+// dbCommits is the database's committed transactions so far.
+func dbCommits(ctx context.Context, a *app) (int64, bool) {
+	if a.pool == nil {
+		return 0, false
+	}
+	var n int64
+	if _, err := a.pool.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return 0, false
+	}
+	if err := a.pool.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// selfCPU is this process's CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is process pid's CPU time so far, from /proc (Linux; false elsewhere).
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, true
 }

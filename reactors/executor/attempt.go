@@ -34,9 +34,15 @@ func (e *Executor) attempt(ctx context.Context, st execution.State) (execution.S
 // complete charges usage (once per execution, whatever retries or takeovers happen) and
 // records the output, in one commit when it can.
 func (e *Executor) complete(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits) (execution.State, error) {
+	return e.completeWith(ctx, st, out, usage, commands.ChargedFinish{})
+}
+
+// completeWith is complete whose charge batch item starts as item (its Claim, Combined).
+func (e *Executor) completeWith(ctx context.Context, st execution.State, out json.RawMessage, usage billing.Credits, item commands.ChargedFinish) (execution.State, error) {
 	// st.Worker holds the attempt: this executor, or the worker that leased the task.
 	done := commands.Outcome{Worker: st.Worker, Attempt: st.Attempt, Output: out, Usage: usage}
-	charged, after, err := e.settle(ctx, st, usage, commands.ChargedFinish{Outcome: done})
+	item.Outcome = done
+	charged, after, err := e.settle(ctx, st, usage, item)
 	switch {
 	case unstorable(err):
 		return e.fail(ctx, st, outputUnstorable("output", err), true)

@@ -107,13 +107,14 @@ func (c *charger) apply(ctx context.Context, held *commands.AccountTurn, workspa
 }
 
 // separately charges the batch's executions that exist; those the batch was to create are
-// answered ErrNotCombined uncharged, for their callers to submit them first.
+// answered ErrNotCombined uncharged, for their callers to submit them first, and so are those
+// charged only with their outcome (ChargedFinish.Combined), for their callers to read afresh.
 func (c *charger) separately(ctx context.Context, workspaceID string, items []commands.ChargedFinish) ([]commands.FinishResult, error) {
 	results := make([]commands.FinishResult, len(items))
 	var existing []commands.ChargedFinish
 	var at []int
 	for i, it := range items {
-		if len(it.Create) > 0 {
+		if len(it.Create) > 0 || it.Combined {
 			results[i].Err = commands.ErrNotCombined
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -41,6 +42,8 @@ type taskPoll struct {
 	wake    chan struct{}
 	// fire, when set, is called instead of a send on wake (WaitTasks); it must not block.
 	fire func()
+	// async is the WaitTasks poll, which a submit may hand its task to (ReservePoll).
+	async *asyncPoll
 }
 
 // wake tells the polls that wait for t's module that it may be leased; b.mu is held.
@@ -87,7 +90,7 @@ func (b *taskBoard) register(workspaceID string, p *taskPoll) func() {
 func (e *Executor) WaitTasks(ctx context.Context, p TaskPoll, answer func([]LeasedTask, error)) {
 	e.sawWorker(p, 0)
 	w := &asyncPoll{e: e, ctx: ctx, p: p, answer: answer}
-	tp := &taskPoll{modules: map[string]bool{}, fire: w.fire}
+	tp := &taskPoll{modules: map[string]bool{}, fire: w.fire, async: w}
 	for _, m := range p.Modules {
 		tp.modules[m] = true
 	}
@@ -103,7 +106,22 @@ func (e *Executor) WaitTasks(ctx context.Context, p TaskPoll, answer func([]Leas
 		w.stopRun = context.AfterFunc(runCtx, w.expire)
 	}
 	w.mu.Unlock()
-	w.fire() // a task that came between the caller's first look and the registration
+	if e.tasks.hasPending(p) {
+		w.fire() // a task that came between the caller's first look and the registration
+	}
+}
+
+// hasPending reports whether the board has tasks of p's modules queued: a poll that registers
+// after them was not woken by them. One that comes after the registration wakes it.
+func (b *taskBoard) hasPending(p TaskPoll) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range p.Modules {
+		if len(b.pending[wsModule{p.WorkspaceID, m}]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // asyncPoll is a WaitTasks under way.
@@ -308,7 +326,7 @@ func (e *Executor) takeCandidates(p TaskPoll, n int) []string {
 					i--
 					continue
 				}
-				if t.concurrency > 0 && b.leased[key]+b.trying(key) >= t.concurrency {
+				if t.concurrency > 0 && b.leased[key]+b.trying(key)+b.reserved[key] >= t.concurrency {
 					break
 				}
 				if len(p.AllowedWorkflowIDs) > 0 && !allowed(p.AllowedWorkflowIDs, t.workflowID) {
@@ -503,6 +521,9 @@ func (e *Executor) workflowOf(ctx context.Context, runID string) (string, error)
 type TaskCaller struct {
 	WorkspaceID        string
 	AllowedWorkflowIDs []string
+	// Claim, when set, is the request's signature claim, which a completion takes in the
+	// commit of its outcome and charge (commands.RequestClaim).
+	Claim *commands.RequestClaim
 }
 
 // HeartbeatTask renews the lease of taskID and reports whether its run was cancelled.
@@ -530,8 +551,14 @@ func (e *Executor) HeartbeatTask(ctx context.Context, c TaskCaller, taskID strin
 // CompleteTask records the output of taskID's attempt, charged as a built-in's is: the
 // module's price once per successful execution, in the commit of the completion when it can
 // be. An output the store cannot hold fails the attempt (output_unstorable), as a built-in's.
+//
+// The state this process recorded last (its poll leased the task) is trusted when it shows
+// the lease held, and the completion then goes in one commit with its charge and the request's
+// claim, or not at all (ChargedFinish.Combined): a stale state fails that commit on revision,
+// and the completion is decided again on the state read afresh, the usual way. So a completion
+// costs one commit and no read, and an attempt whose lease was lost is never charged for it.
 func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string, output json.RawMessage) (execution.State, error) {
-	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, true)
+	st, _, err := e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, false)
 	if err != nil {
 		return execution.State{}, err
 	}
@@ -541,7 +568,14 @@ func (e *Executor) CompleteTask(ctx context.Context, c TaskCaller, taskID string
 	if err := e.checkOutput(ctx, st, output); err != nil {
 		return execution.State{}, err
 	}
-	after, err := e.complete(ctx, st, output, billing.Credits(st.CostMilli))
+	usage := billing.Credits(st.CostMilli)
+	after, err := e.completeWith(ctx, st, output, usage, commands.ChargedFinish{Claim: c.Claim, Combined: true})
+	if errors.Is(err, commands.ErrNotCombined) {
+		if st, _, err = e.heldTask(ctx, c.WorkspaceID, c.AllowedWorkflowIDs, taskID, true); err != nil {
+			return execution.State{}, err
+		}
+		after, err = e.complete(ctx, st, output, usage)
+	}
 	return e.taskOutcome(ctx, after, err)
 }
 

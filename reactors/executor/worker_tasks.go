@@ -63,8 +63,11 @@ type taskBoard struct {
 	tasks   map[string]*boardTask
 	pending map[wsModule][]string
 	leased  map[wsModule]int
-	polls   map[string]map[*taskPoll]struct{} // by workspace
-	workers map[workerKey]*workerSeen
+	// reserved counts the polls reserved for a submit's task (ReservePoll), by module, so
+	// that a module's concurrency counts them.
+	reserved map[wsModule]int
+	polls    map[string]map[*taskPoll]struct{} // by workspace
+	workers  map[workerKey]*workerSeen
 	// workersOf counts workers by workspace, so one workspace's many worker ids stay bounded.
 	workersOf map[string]int
 	// prunedAt is when silent workers were last forgotten.
@@ -75,7 +78,7 @@ type taskBoard struct {
 
 func newTaskBoard() *taskBoard {
 	return &taskBoard{tasks: map[string]*boardTask{}, pending: map[wsModule][]string{}, leased: map[wsModule]int{},
-		polls: map[string]map[*taskPoll]struct{}{}, workers: map[workerKey]*workerSeen{},
+		reserved: map[wsModule]int{}, polls: map[string]map[*taskPoll]struct{}{}, workers: map[workerKey]*workerSeen{},
 		workersOf: map[string]int{}, modules: map[wsModule]seenModule{}}
 }
 
