@@ -202,12 +202,25 @@ func (r Runs) ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.Record
 		live = append(live, c)
 	}
 	writeRuns(tx, live)
-	for _, w := range waits {
-		if changes[w.run].fallback {
-			continue // its Apply made them
+	var ended []string // consecutive deletes of whole runs' waits, sent as one
+	flush := func() {
+		if len(ended) > 0 {
+			tx.Exec(`DELETE FROM run_waits WHERE run_id = ANY($1::uuid[])`, ended)
+			ended = nil
 		}
-		tx.Exec(w.sql, w.args...)
 	}
+	for _, w := range waits {
+		switch {
+		case changes[w.run].fallback:
+			continue // its Apply made them
+		case w.sql == "":
+			ended = append(ended, w.run)
+		default:
+			flush()
+			tx.Exec(w.sql, w.args...)
+		}
+	}
+	flush()
 	return nil
 }
 
@@ -240,8 +253,8 @@ type waitStmt struct {
 	args []any
 }
 
-// appendWaits adds the run_waits statements Apply makes for e; consecutive deletes of whole
-// runs' waits go into one.
+// appendWaits adds the run_waits statements Apply makes for e; a delete of a whole run's
+// waits has no sql (ApplyBatch sends consecutive ones as one).
 func appendWaits(w []waitStmt, e any) []waitStmt {
 	switch e := e.(type) {
 	case run.StageCompleted:
@@ -254,7 +267,7 @@ func appendWaits(w []waitStmt, e any) []waitStmt {
 		w = append(w, waitStmt{e.RunID, `INSERT INTO run_waits (stage_id, run_id, kind, due_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (stage_id) DO NOTHING`, []any{e.StageID, e.RunID, e.WaitingFor.Kind, e.WaitingFor.Until}})
 	case run.Finished:
-		w = append(w, waitStmt{e.RunID, `DELETE FROM run_waits WHERE run_id = $1`, []any{e.RunID}})
+		w = append(w, waitStmt{run: e.RunID})
 	}
 	return w
 }

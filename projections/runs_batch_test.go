@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/runnotify"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/testdb"
@@ -173,7 +174,51 @@ func TestRunsApplyBatchFirstDispatchOfACreatedRow(t *testing.T) {
 	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("event by event %v\nin one batch   %v", want, got)
 	}
-	if !slices.ContainsFunc(want, func(r string) bool { return strings.Contains(r, "EXECUTING,\"2026-11-01 00:00:00+00\",\"2026-11-22 12:00:10+00\"") }) {
+	if !slices.ContainsFunc(want, func(r string) bool {
+		return strings.Contains(r, "EXECUTING,\"2026-11-01 00:00:00+00\",\"2026-11-22 12:00:10+00\"")
+	}) {
 		t.Fatalf("no row lowered to its dispatch's time: %v", want)
+	}
+}
+
+// TestRunNotifyApplyBatchEqualsApply: the same for the run notifications projector, over runs
+// with and without a notify, their ends, attempts, deliveries, failures and replays.
+func TestRunNotifyApplyBatchEqualsApply(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 19))
+			at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+			tick := func() time.Time { at = at.Add(time.Duration(rng.IntN(900)+1) * time.Millisecond); return at }
+			var lives [][]domain.Event
+			for range 60 {
+				id := uuid.NewString()
+				def := workflow.Definition{Name: "w"}
+				if rng.IntN(3) > 0 {
+					def.Notify = &workflow.Notify{URL: "https://example.com/hook"}
+				}
+				evs := []domain.Event{run.Triggered{RunID: id, WorkflowID: "wf", WorkspaceID: "ws", TriggerID: "t", Definition: def, At: tick()},
+					run.Finished{RunID: id, Status: run.StatusCompleted, At: tick()}}
+				for attempt := 1; attempt <= rng.IntN(4); attempt++ {
+					evs = append(evs, runnotify.AttemptStarted{RunID: id, Attempt: attempt, Worker: "w", LeaseUntil: tick().Add(time.Minute), At: tick()})
+					switch rng.IntN(4) {
+					case 0:
+						evs = append(evs, runnotify.Delivered{RunID: id, Attempt: attempt, Worker: "w", StatusCode: 200, At: tick()})
+					case 1:
+						evs = append(evs, runnotify.AttemptFailed{RunID: id, Attempt: attempt, Worker: "w", Error: json.RawMessage(`{}`), Final: true, At: tick()})
+					case 2:
+						evs = append(evs, runnotify.AttemptFailed{RunID: id, Attempt: attempt, Worker: "w", Error: json.RawMessage(`{}`), RetryAt: tick().Add(time.Second), At: tick()})
+					default:
+						evs = append(evs, runnotify.ReplayRequested{RunID: id, At: tick()})
+					}
+				}
+				lives = append(lives, evs)
+			}
+			checkBatchesEqualEvents(t, rng, RunNotify{}, interleaveChunks(t, rng, lives, 4), func(pool *pgxpool.Pool) {
+				ctx := context.Background()
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return RunNotify{}.Migrate(ctx, tx) }); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
 	}
 }
