@@ -97,6 +97,9 @@ type Scheduler struct {
 	// dispatched and left CREATED (startCreated).
 	started map[string]wokenRun
 	fresh   map[string]bool
+	// fromLog are the runs whose trigger the log brought before Wake did, and which that
+	// started: the Wake that follows is dropped instead of starting their stages again.
+	fromLog map[string]bool
 	// queueEnded holds, by concurrency queue, the ended runs its next settle frees; queueBusy
 	// the queues being settled (queues.go).
 	queueEnded map[string][]string
@@ -171,7 +174,7 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
 		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
-		early: map[string]bool{}, started: map[string]wokenRun{}, fresh: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
+		early: map[string]bool{}, started: map[string]wokenRun{}, fresh: map[string]bool{}, fromLog: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
 		armed: map[dueWait]bool{}, fired: map[dueWait]time.Time{}, rearm: make(chan struct{}, 1)}
 }
 
@@ -196,6 +199,9 @@ func (s *Scheduler) Wake(st run.State, dispatched []run.Stage) {
 			clear(s.early) // an instance that does not schedule: the one that does has them
 		}
 		s.early[st.ID] = true
+	} else if s.fromLog[st.ID] {
+		delete(s.fromLog, st.ID) // the log's trigger came first and started it
+		ctx = nil
 	} else {
 		remember(s.woken, st.ID)
 		s.started[st.ID] = wokenRun{st: st, dispatched: dispatched}
@@ -241,6 +247,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		clear(s.settled)
 		clear(s.started)
 		clear(s.fresh)
+		clear(s.fromLog)
 		s.mu.Unlock()
 	}()
 	s.background(ctx, func() { s.watchWaits(ctx) })
@@ -279,7 +286,7 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if j, queued := run.JoinQueue(e); queued {
 			s.seen(s.woken, e.RunID, true)
 			s.settle(ctx, j.QueueID) // nothing of it moves until its queue admits it
-		} else if !s.seen(s.woken, e.RunID, true) {
+		} else if s.firstFromLog(e.RunID) {
 			s.enqueueFresh(ctx, e.RunID)
 		}
 		if e.ParentRunID != "" {
@@ -370,6 +377,19 @@ func (s *Scheduler) enqueue(ctx context.Context, runID string, facts ...run.Fact
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.work(ctx, runID)
+}
+
+// firstFromLog reports whether the log brings the trigger of run id before Wake, remembering
+// it so that the Wake that may follow is dropped; false when Wake came first (and started it).
+func (s *Scheduler) firstFromLog(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.woken[id] {
+		delete(s.woken, id)
+		return false
+	}
+	remember(s.fromLog, id)
+	return true
 }
 
 // enqueueFresh is enqueue of a run whose trigger this instance has not started: its next step
