@@ -236,6 +236,9 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	s.leadCtx = ctx
 	early := s.early
 	s.early = map[string]bool{}
+	for id := range early {
+		remember(s.woken, id) // their fresh step below starts them: the feed's trigger is dropped
+	}
 	s.mu.Unlock()
 	for id := range early {
 		s.enqueueFresh(ctx, id)
