@@ -12,8 +12,8 @@ import (
 	"github.com/switchyard/switchyard/testenv"
 )
 
-// stepReady triggers a run of one core.echo stage through h and steps it, as the scheduler
-// does, so its stage is dispatched and its run cached in h; it returns the run and the item
+// stepReady triggers a run of one core.echo stage through h, whose commit dispatches the stage,
+// and reads the run, so it is cached in h; it returns the run and the item
 // that records the stage's outcome with the run's next step (StageStep).
 func stepReady(t *testing.T, env *testenv.Env, h *commands.Commands, ws string) (run.State, commands.ChargedFinish) {
 	t.Helper()
@@ -28,9 +28,9 @@ func stepReady(t *testing.T, env *testenv.Env, h *commands.Commands, ws string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, dispatched, err := h.Workflows.StepRun(ctx, runs[0].RunID, nil)
-	if err != nil || len(dispatched) != 1 {
-		t.Fatalf("step: %d dispatched, %v", len(dispatched), err)
+	st, dispatched := triggerDispatched(t, h, runs[0].RunID)
+	if len(dispatched) != 1 {
+		t.Fatalf("trigger: %d dispatched", len(dispatched))
 	}
 	first, ok := h.StageFirstRun(&st, dispatched[0], chargeWorker)
 	if !ok {

@@ -59,7 +59,7 @@ type Billing struct {
 type Workflows struct {
 	// wake is told of each run this process triggers, once its trigger is written
 	// (WithRunWaker); nil when no scheduler runs here.
-	wake func(runID string)
+	wake RunWaker
 	*core
 	*balanceCheck
 	// catalog resolves the modules of components, built-in or the workspace's own.

@@ -96,14 +96,14 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 	out := []TriggeredRun{}
 	for _, r := range runs {
 		comp := r.TriggerID
-		_, err := triggerRun(ctx, h, r.RunID, func(s run.State) ([]domain.Event, error) {
+		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, func(s run.State) ([]domain.Event, error) {
 			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, key, edgeCondition(ctx), h.now())
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 			return out, wrap("trigger workflow", err)
 		}
 		if err == nil && h.wake != nil {
-			h.wake(r.RunID)
+			h.wake(st, dispatched)
 		}
 		out = append(out, TriggeredRun{RunID: r.RunID, JobID: r.JobID})
 	}

@@ -49,9 +49,9 @@ func TestAChildRunStartsOnceHoweverOftenItsStageIsSubmitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, dispatched, err := h.Workflows.StepRun(ctx, runs[0].RunID, nil)
-	if err != nil || len(dispatched) != 1 || dispatched[0].ChildRunID == "" {
-		t.Fatalf("step: %v %+v", err, dispatched)
+	st, dispatched := triggerDispatched(t, h, runs[0].RunID)
+	if len(dispatched) != 1 || dispatched[0].ChildRunID == "" {
+		t.Fatalf("trigger: %+v", dispatched)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 6)

@@ -73,9 +73,17 @@ func checkConcurrencyKey(src string) error {
 // same commit, so the queue holds every such run, in trigger order, whatever stops when; a
 // run without one is appended exactly as before, one stream and one commit.
 func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run.State) ([]domain.Event, error)) (run.State, error) {
+	st, _, err := triggerRunStepped(ctx, h, runID, false, decide)
+	return st, err
+}
+
+// triggerRunStepped is triggerRun that, with stepFirst, writes a run without a concurrency
+// with its first step in the trigger's commit (firstStep), and returns the module stages
+// that commit dispatched, for the caller to hand to the scheduler (Workflows.wake).
+func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirst bool, decide func(run.State) ([]domain.Event, error)) (run.State, []run.Stage, error) {
 	events, err := decide(run.State{})
 	if err != nil {
-		return run.State{}, err
+		return run.State{}, nil, err
 	}
 	var join run.QueueJoined
 	queued := false
@@ -83,23 +91,27 @@ func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run
 		join, queued = run.JoinQueue(t)
 	}
 	if !queued {
+		var dispatched []run.Stage
+		if stepFirst {
+			events, dispatched = firstStep(ctx, h, events)
+		}
 		first := true
 		st, _, err := executeCached(ctx, h, RunStream(runID), runAgg, func(s run.State) ([]domain.Event, error) {
 			if first && !s.Exists {
 				first = false
 				return events, nil
 			}
-			return decide(s)
+			return decide(s) // the run exists: ErrAlreadyExists
 		})
-		return st, err
+		return st, dispatched, err
 	}
 	runData, err := encodeEvents(ctx, events)
 	if err != nil {
-		return run.State{}, err
+		return run.State{}, nil, err
 	}
 	joinData, err := encodeEvents(ctx, []domain.Event{join})
 	if err != nil {
-		return run.State{}, err
+		return run.State{}, nil, err
 	}
 	// The queue's stream is appended to at Any: joins of one key do not conflict with each
 	// other, and their commit order is the queue's order.
@@ -107,17 +119,37 @@ func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run
 		eventstore.StreamAppend{Stream: RunStream(runID), Expected: eventstore.NoStream(), Events: runData},
 		eventstore.StreamAppend{Stream: QueueStream(join.QueueID), Expected: eventstore.Any(), Events: joinData})
 	if isConflict(err) {
-		return run.State{}, domain.ErrAlreadyExists
+		return run.State{}, nil, domain.ErrAlreadyExists
 	}
 	if err != nil {
-		return run.State{}, fmt.Errorf("trigger run %s: %w", runID, err)
+		return run.State{}, nil, fmt.Errorf("trigger run %s: %w", runID, err)
 	}
 	var st run.State
 	for _, e := range events {
 		st.Apply(e)
 	}
 	h.cache.put(RunStream(runID), loaded[run.State]{state: st, revision: res[0].NextRevision, exists: true})
-	return st.Clone(), nil
+	return st.Clone(), nil, nil
+}
+
+// firstStep appends to a new run's trigger events the run's first step (the dispatch of what
+// follows the trigger), so that trigger and dispatch are one commit where they took two, and
+// returns the module stages it dispatched. The scheduler starts them when this process wakes
+// it with them (Workflows.wake), and otherwise when the log brings it the trigger: the first
+// step of a run it did not wake starts the stages still CREATED (scheduler.take). A stop
+// between the commit and their start is the sweep's, which submits a dispatched stage whose
+// execution is missing.
+func firstStep(ctx context.Context, h *Workflows, events []domain.Event) ([]domain.Event, []run.Stage) {
+	var s run.State
+	for _, e := range events {
+		s.Apply(e)
+	}
+	more, dispatched := run.StepWith(s, nil, runEval(ctx), h.now())
+	if len(more) == 0 {
+		return events, nil
+	}
+	all := make([]domain.Event, 0, len(events)+len(more))
+	return append(append(all, events...), more...), dispatched
 }
 
 // Queue folds a concurrency queue; an unknown queue is domain.ErrNotFound.

@@ -69,7 +69,7 @@ func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun
 	if err := w.checkBalance(ctx, c.WorkspaceID, passCost(w.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return started, false, err
 	}
-	_, err = triggerRun(ctx, w, c.RunID, func(s run.State) ([]domain.Event, error) {
+	st, dispatched, err := triggerRunStepped(ctx, w, c.RunID, true, func(s run.State) ([]domain.Event, error) {
 		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, key, edgeCondition(ctx), w.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {
@@ -79,7 +79,7 @@ func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun
 		return started, false, wrap("start run", err)
 	}
 	if w.wake != nil {
-		w.wake(c.RunID)
+		w.wake(st, dispatched)
 	}
 	return started, true, nil
 }

@@ -1,9 +1,16 @@
 package commands
 
+import "github.com/switchyard/switchyard/domain/run"
+
+// RunWaker is told of a run this process has just triggered: the run as its trigger's commit
+// left it, and the module stages that commit dispatched (a run's first step goes into its
+// trigger's commit, firstStep), which the scheduler is to start.
+type RunWaker func(st run.State, dispatched []run.Stage)
+
 // WithRunWaker returns c whose triggers tell wake, this process's scheduler, of each run they
 // write, so that it starts the run at once instead of when the log brings the trigger to it.
 // The log still does, to every instance: a run whose wake-up is lost starts all the same.
-func WithRunWaker(c *Commands, wake func(runID string)) *Commands {
+func WithRunWaker(c *Commands, wake RunWaker) *Commands {
 	wired := *c
 	w := *c.Workflows
 	w.wake = wake

@@ -83,3 +83,46 @@ func (q *Queries) DueRunNotifications(ctx context.Context, now time.Time, grace 
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// ApplyBatch implements batchApplier: Apply's statements, but for consecutive openings of
+// distinct runs' deliveries (a run's end, a replay: every run's end opens its row's round,
+// when it has one) sent as one update, where Apply sends one each.
+func (r RunNotify) ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.RecordedEvent) error {
+	var ids []string
+	var ats []time.Time
+	group := map[string]bool{}
+	flush := func() {
+		if len(ids) > 0 {
+			tx.Exec(`UPDATE run_notifications n SET pending = true, due_at = u.at, updated_at = u.at
+				FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at) WHERE n.run_id = u.id`, ids, ats)
+			ids, ats = nil, nil
+			clear(group)
+		}
+	}
+	for _, ev := range events {
+		e, err := decode(ev)
+		if err != nil {
+			return eventError(ev, err)
+		}
+		var id string
+		var at time.Time
+		switch e := e.(type) {
+		case run.Finished:
+			id, at = e.RunID, e.At
+		case runnotify.ReplayRequested:
+			id, at = e.RunID, e.At
+		}
+		if id == "" || group[id] {
+			flush() // the log's order for what else touches the rows, and one row once an update
+		}
+		if id == "" {
+			if err := r.Apply(ctx, tx, ev); err != nil {
+				return err
+			}
+			continue
+		}
+		ids, ats, group[id] = append(ids, id), append(ats, at), true
+	}
+	flush()
+	return nil
+}

@@ -59,8 +59,8 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	// Submits accepted here hand their executions to exec while it runs (commands.Runner).
 	cmds := commands.WithRunner(a.cmds, exec)
 	// Triggers accepted here wake the scheduler (set below, before anything is served).
-	var wake func(runID string)
-	cmds = commands.WithRunWaker(cmds, func(runID string) { wake(runID) })
+	var wake commands.RunWaker
+	cmds = commands.WithRunWaker(cmds, func(st run.State, dispatched []run.Stage) { wake(st, dispatched) })
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err

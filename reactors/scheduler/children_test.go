@@ -23,7 +23,7 @@ func TestDispatchedChildStageIsStartedOnReconcile(t *testing.T) {
 	child := create(t, env, ws, `{"name": "child", "components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
 		"edges": [{"from": "t", "to": "a"}]}`)
 	id := trigger(t, env, ws, create(t, env, ws, parentOf(child.ID)), `{"k": 1}`)
-	_, dispatched, err := env.Cmds.Workflows.StepRun(context.Background(), id, nil)
+	_, dispatched, err := triggerDispatched(context.Background(), env, id)
 	if err != nil || len(dispatched) != 1 || dispatched[0].ChildRunID == "" {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}
@@ -48,7 +48,7 @@ func TestChildStartedAfterItsParentEndedIsCancelled(t *testing.T) {
 		{"id": "wait", "module": "core.delay", "config": {"ms": 10000}}], "edges": [{"from": "t", "to": "wait"}]}`)
 	id := trigger(t, env, ws, create(t, env, ws, parentOf(child.ID)), `{}`)
 	ctx := context.Background()
-	st, dispatched, err := env.Cmds.Workflows.StepRun(ctx, id, nil)
+	st, dispatched, err := triggerDispatched(ctx, env, id)
 	if err != nil || len(dispatched) != 1 {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}

@@ -185,3 +185,37 @@ func TestRunsCompleteAcrossTwoInstances(t *testing.T) {
 }
 
 var _ commands.Runner = (*executor.Executor)(nil)
+
+// A trigger's commit dispatches the run's first stages (commands' firstStep): the scheduler
+// starts them from the run Wake hands it, or, when this process did not wake it, from the
+// trigger the log brings, never waiting for a sweep. Sweeps here come once an hour, after the
+// one when the lead starts: a run whose first stages waited for them would not end.
+func TestATriggersDispatchIsStartedWithoutASweep(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		runner, wake bool
+	}{{"log only", false, false}, {"runner", true, false}, {"wake-up", false, true}, {"both", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.New(t)
+			ws := env.Workspace(t, 100)
+			ex := startExecutor(t, env)
+			var runner commands.Runner
+			if tc.runner {
+				runner = ex
+			}
+			s := scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{Logger: quietLog(),
+				SweepInterval: time.Hour, SweepGrace: time.Hour, Runner: runner})
+			testenv.Go(t, s.Run)
+			cmds := env.Cmds
+			if tc.wake {
+				cmds = commands.WithRunWaker(cmds, s.Wake)
+			}
+			wf := create(t, env, ws, linearEcho)
+			var ids []string
+			for range 5 {
+				ids = append(ids, triggerVia(t, cmds, ws, wf))
+			}
+			checkRuns(t, env, ws, 100, ids)
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,15 @@ type Scheduler struct {
 	settled map[string]bool
 	// early are the runs woken while this instance did not schedule, stepped when it starts.
 	early map[string]bool
+	// started holds the runs Wake was given, as their trigger's commit left them, until their
+	// worker starts the stages that commit dispatched; fresh the runs whose trigger came
+	// from the log (or early), whose first step starts the stages their trigger's commit
+	// dispatched and left CREATED (startCreated).
+	started map[string]wokenRun
+	fresh   map[string]bool
+	// fromLog are the runs whose trigger the log brought before Wake did, and which that
+	// started: the Wake that follows is dropped instead of starting their stages again.
+	fromLog map[string]bool
 	// queueEnded holds, by concurrency queue, the ended runs its next settle frees; queueBusy
 	// the queues being settled (queues.go).
 	queueEnded map[string][]string
@@ -164,29 +174,41 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
 		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
-		early: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
+		early: map[string]bool{}, started: map[string]wokenRun{}, fresh: map[string]bool{}, fromLog: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
 		armed: map[dueWait]bool{}, fired: map[dueWait]time.Time{}, rearm: make(chan struct{}, 1)}
 }
 
+// wokenRun is a run as its trigger's commit left it and the stages that commit dispatched.
+type wokenRun struct {
+	st         run.State
+	dispatched []run.Stage
+}
+
 // Wake starts a run this process has just triggered (commands.WithRunWaker) at once, instead
-// of when the log brings its trigger. While this instance does not schedule, the run is kept
-// for when it starts to: a trigger written just before the scheduler's feed opened is in
-// neither the feed nor, while the projections catch up, the first sweep. The instance that
-// schedules meanwhile learns of the run from the log, as it does of every other.
-func (s *Scheduler) Wake(runID string) {
+// of when the log brings its trigger: st is the run as the trigger's commit left it, which
+// dispatched the stages in dispatched (commands' firstStep), started by the run's worker
+// without a read. While this instance does not schedule, the run is kept for when it starts
+// to: a trigger written just before the scheduler's feed opened is in neither the feed nor,
+// while the projections catch up, the first sweep. The instance that schedules meanwhile
+// learns of the run from the log, as it does of every other.
+func (s *Scheduler) Wake(st run.State, dispatched []run.Stage) {
 	s.mu.Lock()
 	ctx := s.leadCtx
 	if ctx == nil {
 		if len(s.early) >= maxEarly {
 			clear(s.early) // an instance that does not schedule: the one that does has them
 		}
-		s.early[runID] = true
+		s.early[st.ID] = true
+	} else if s.fromLog[st.ID] {
+		delete(s.fromLog, st.ID) // the log's trigger came first and started it
+		ctx = nil
 	} else {
-		remember(s.woken, runID)
+		remember(s.woken, st.ID)
+		s.started[st.ID] = wokenRun{st: st, dispatched: dispatched}
 	}
 	s.mu.Unlock()
 	if ctx != nil {
-		s.enqueue(ctx, runID)
+		s.enqueue(ctx, st.ID)
 	}
 }
 
@@ -214,15 +236,21 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	s.leadCtx = ctx
 	early := s.early
 	s.early = map[string]bool{}
+	for id := range early {
+		remember(s.woken, id) // their fresh step below starts them: the feed's trigger is dropped
+	}
 	s.mu.Unlock()
 	for id := range early {
-		s.enqueue(ctx, id)
+		s.enqueueFresh(ctx, id)
 	}
 	defer func() {
 		s.mu.Lock()
 		s.leadCtx = nil
 		clear(s.woken)
 		clear(s.settled)
+		clear(s.started)
+		clear(s.fresh)
+		clear(s.fromLog)
 		s.mu.Unlock()
 	}()
 	s.background(ctx, func() { s.watchWaits(ctx) })
@@ -261,8 +289,8 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		if j, queued := run.JoinQueue(e); queued {
 			s.seen(s.woken, e.RunID, true)
 			s.settle(ctx, j.QueueID) // nothing of it moves until its queue admits it
-		} else if !s.seen(s.woken, e.RunID, true) {
-			s.enqueue(ctx, e.RunID)
+		} else if s.firstFromLog(e.RunID) {
+			s.enqueueFresh(ctx, e.RunID)
 		}
 		if e.ParentRunID != "" {
 			s.background(ctx, func() { s.childStarted(ctx, e.RunID) })
@@ -354,6 +382,28 @@ func (s *Scheduler) enqueue(ctx context.Context, runID string, facts ...run.Fact
 	go s.work(ctx, runID)
 }
 
+// firstFromLog reports whether the log brings the trigger of run id before Wake, remembering
+// it so that the Wake that may follow is dropped; false when Wake came first (and started it).
+func (s *Scheduler) firstFromLog(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.woken[id] {
+		delete(s.woken, id)
+		return false
+	}
+	remember(s.fromLog, id)
+	return true
+}
+
+// enqueueFresh is enqueue of a run whose trigger this instance has not started: its next step
+// also starts the stages its trigger's commit dispatched.
+func (s *Scheduler) enqueueFresh(ctx context.Context, runID string) {
+	s.mu.Lock()
+	s.fresh[runID] = true
+	s.mu.Unlock()
+	s.enqueue(ctx, runID)
+}
+
 func (s *Scheduler) work(ctx context.Context, runID string) {
 	defer s.wg.Done()
 	select {
@@ -369,20 +419,32 @@ func (s *Scheduler) work(ctx context.Context, runID string) {
 		s.mu.Lock()
 		facts, ok := s.queued[runID]
 		delete(s.queued, runID)
+		woken, isWoken := s.started[runID]
+		delete(s.started, runID)
+		fresh := s.fresh[runID]
+		delete(s.fresh, runID)
 		if !ok || ctx.Err() != nil {
 			delete(s.busy, runID)
 			s.mu.Unlock()
 			return
 		}
 		s.mu.Unlock()
-		s.step(ctx, runID, facts)
+		if isWoken {
+			// Written and dispatched in the trigger's commit: nothing to step, nothing to read.
+			s.stepped(ctx, &woken.st, woken.dispatched)
+			if len(facts) == 0 {
+				continue
+			}
+		}
+		s.step(ctx, runID, facts, fresh)
 	}
 }
 
 // step records facts on the run, advances it and submits the executions of the stages it
-// dispatched. A failure is logged and left to the sweep, which rebuilds the facts from the
-// executions themselves.
-func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
+// dispatched, and, for a fresh run (enqueueFresh), those its trigger's commit dispatched. A
+// failure is logged and left to the sweep, which rebuilds the facts from the executions
+// themselves.
+func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact, fresh bool) {
 	log := s.log.WithField("runId", runID)
 	st, dispatched, err := s.cmds.Workflows.StepRun(ctx, runID, facts)
 	if err != nil {
@@ -391,7 +453,30 @@ func (s *Scheduler) step(ctx context.Context, runID string, facts []run.Fact) {
 		}
 		return
 	}
+	if fresh {
+		dispatched = startCreated(&st, dispatched)
+	}
 	s.stepped(ctx, &st, dispatched)
+}
+
+// startCreated adds to dispatched the module and child stages of st still CREATED: those its
+// trigger's commit dispatched (commands' firstStep), which no one has started when the log
+// brings the trigger to an instance that did not write it. Starting one twice is harmless:
+// its execution's (or child run's) id is derived from the stage, so the second write is a
+// no-op.
+func startCreated(st *run.State, dispatched []run.Stage) []run.Stage {
+	if st.Status.Terminal() {
+		return dispatched
+	}
+	for _, stage := range st.Stages {
+		if stage.Status != run.StageStatusCreated || (stage.ExecutionID == "" && stage.ChildRunID == "") {
+			continue
+		}
+		if !slices.ContainsFunc(dispatched, func(d run.Stage) bool { return d.ID == stage.ID }) {
+			dispatched = append(dispatched, stage)
+		}
+	}
+	return dispatched
 }
 
 // stepped follows a step written, here or in a stage's charge commit (StageStep): it tells

@@ -246,9 +246,9 @@ func TestDispatchedStageWithoutExecutionIsSubmittedOnReconcile(t *testing.T) {
 	wf := create(t, env, ws, `{"name": "one", "components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
 		"edges": [{"from": "t", "to": "a"}]}`)
 	id := trigger(t, env, ws, wf, `{"k": 1}`)
-	// A scheduler that died right after dispatching: the stage is on the run, its execution
-	// was never submitted.
-	_, dispatched, err := env.Cmds.Workflows.StepRun(context.Background(), id, nil)
+	// A scheduler that died right after the trigger, which dispatched the stage in its commit:
+	// the stage is on the run, its execution was never submitted.
+	_, dispatched, err := triggerDispatched(context.Background(), env, id)
 	if err != nil || len(dispatched) != 1 {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}
@@ -272,7 +272,7 @@ func TestSweptFailedStageRecordsItsLastAttempt(t *testing.T) {
 		{"id": "bad", "module": "core.fail", "attempts": 3, "config": {"code": "boom"}}],
 	  "edges": [{"from": "t", "to": "bad"}]}`)
 	id := trigger(t, env, ws, wf, `{}`)
-	st, dispatched, err := env.Cmds.Workflows.StepRun(context.Background(), id, nil)
+	st, dispatched, err := triggerDispatched(context.Background(), env, id)
 	if err != nil || len(dispatched) != 1 {
 		t.Fatalf("step: %v %v", dispatched, err)
 	}
@@ -294,6 +294,23 @@ func TestSweptFailedStageRecordsItsLastAttempt(t *testing.T) {
 	if bad := d.RunStages[1]; bad.Status != run.StageStatusFailed || bad.ExecutionAttempt != 3 {
 		t.Fatalf("failed stage %+v, want attempt 3", bad)
 	}
+}
+
+// triggerDispatched is run id as its trigger's commit left it and the stages that commit
+// dispatched (a run's first step goes into its trigger's commit): what a scheduler that died
+// right after the trigger, before starting them, leaves behind.
+func triggerDispatched(ctx context.Context, env *testenv.Env, id string) (run.State, []run.Stage, error) {
+	st, err := env.Cmds.Workflows.Run(ctx, id)
+	if err != nil {
+		return st, nil, err
+	}
+	var dispatched []run.Stage
+	for _, stage := range st.Stages {
+		if stage.Status == run.StageStatusCreated && (stage.ExecutionID != "" || stage.ChildRunID != "") {
+			dispatched = append(dispatched, stage)
+		}
+	}
+	return st, dispatched, nil
 }
 
 func jsonEqual(raw json.RawMessage, want string) bool {

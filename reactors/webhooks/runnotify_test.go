@@ -20,7 +20,10 @@ func (f *fixture) endedRun(t *testing.T, url, secret string) string {
 	cmds := commands.New(f.env.Store, commands.WithSealer(f.sealer))
 	wf, err := cmds.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: f.ws, Definition: workflow.Definition{
 		Name: "notified", Notify: &workflow.Notify{URL: url, Secret: secret},
-		Components: []workflow.Component{{ID: "t", Module: workflow.ModuleTrigger}}}})
+		// A stage that nothing runs here keeps the run open until the cancel: a run of the
+		// trigger alone ends COMPLETED in its trigger's commit.
+		Components: []workflow.Component{{ID: "t", Module: workflow.ModuleTrigger}, {ID: "a", Module: "core.echo"}},
+		Edges:      []workflow.Edge{{From: "t", To: "a"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
