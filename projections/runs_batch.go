@@ -209,10 +209,17 @@ func (r Runs) ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.Record
 			ended = nil
 		}
 	}
+	var counted []string // runs whose waits changed: waiting_stages is counted after
+	seen := map[string]bool{}
 	for _, w := range waits {
-		switch {
-		case changes[w.run].fallback:
+		if changes[w.run].fallback {
 			continue // its Apply made them
+		}
+		if !seen[w.run] {
+			seen[w.run] = true
+			counted = append(counted, w.run)
+		}
+		switch {
 		case w.sql == "":
 			ended = append(ended, w.run)
 		default:
@@ -221,6 +228,9 @@ func (r Runs) ApplyBatch(ctx context.Context, tx *Tx, events []eventstore.Record
 		}
 	}
 	flush()
+	if len(counted) > 0 {
+		tx.Exec(countWaitsSQL, counted)
+	}
 	return nil
 }
 
