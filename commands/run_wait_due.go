@@ -25,11 +25,13 @@ import (
 // the waits in the log.
 const dueCacheSize = 2 * 20_000
 
-// Parallelism of the reads ahead (a run each) and of the appends of the waits fired together
-// (the group commit takes up to groupMaxSize appends a transaction).
+// Parallelism of the reads ahead (a run each) and of the appends of the waits fired together:
+// enough appends in flight that full groups queue while the group commit's slots are busy, so
+// it starts its burst groups (eventstore/postgres, group.go: 256 appends a group, up to four
+// groups at once); with 512, two groups in flight held every append and none queued.
 const (
 	prefetchParallel = 8
-	fireParallel     = 512
+	fireParallel     = 2048
 )
 
 // FiredWait is one run of FireDue: the run after its step and the module stages it dispatched,
