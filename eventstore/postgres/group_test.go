@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/eventstore"
@@ -23,9 +24,9 @@ type groupAppend struct {
 	err      error
 }
 
-// inOneGroup runs appends as one group: it holds the first group (a lone append to a stream
-// whose row lock the test holds) until every append is queued behind it, then lets go.
-func inOneGroup(t *testing.T, st *Store, appends []*groupAppend) {
+// holdOnlySlot has a lone append to a stream whose row lock tx holds take the store's only
+// group slot (GroupConcurrency 1), where it waits until tx ends; wg ends with that append.
+func holdOnlySlot(t *testing.T, st *Store, wg *sync.WaitGroup) pgx.Tx {
 	t.Helper()
 	ctx := testCtx(t)
 	blocker := "blocker-" + uuid.NewString()
@@ -36,23 +37,30 @@ func inOneGroup(t *testing.T, st *Store, appends []*groupAppend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck
+	t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM streams WHERE name = $1 FOR UPDATE`, blocker); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if _, err := st.Append(ctx, blocker, eventstore.Any(), event("Blocked")); err != nil {
 			t.Errorf("blocked append: %v", err)
 		}
-	}()
+	})
 	pollUntil(t, "the blocked append holds the only group slot", func() bool {
 		st.group.mu.Lock()
 		defer st.group.mu.Unlock()
 		return st.group.running == 1 && len(st.group.queue) == 0
 	})
+	return tx
+}
+
+// inOneGroup runs appends as one group: it holds the first group (holdOnlySlot) until every
+// append is queued behind it, then lets go.
+func inOneGroup(t *testing.T, st *Store, appends []*groupAppend) {
+	t.Helper()
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	tx := holdOnlySlot(t, st, &wg)
 	for _, a := range appends {
 		wg.Add(1)
 		go func() {
@@ -246,29 +254,8 @@ func TestAFullQueueStartsAnotherGroup(t *testing.T) {
 	pool, _ := newMigratedDB(t, 16)
 	st := newStore(t, pool, Config{GroupConcurrency: 1})
 	ctx := testCtx(t)
-	blocker := "blocker-" + uuid.NewString()
-	if _, err := st.Append(ctx, blocker, eventstore.NoStream(), event("Seeded")); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := st.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM streams WHERE name = $1 FOR UPDATE`, blocker); err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, err := st.Append(ctx, blocker, eventstore.Any(), event("Blocked")); err != nil {
-			t.Errorf("blocked append: %v", err)
-		}
-	})
-	pollUntil(t, "the blocked append holds the only group slot", func() bool {
-		st.group.mu.Lock()
-		defer st.group.mu.Unlock()
-		return st.group.running == 1 && len(st.group.queue) == 0
-	})
+	tx := holdOnlySlot(t, st, &wg)
 	const extra = 10
 	var done sync.WaitGroup
 	var failed sync.Map
