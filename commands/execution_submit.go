@@ -184,29 +184,39 @@ func (h *Executions) recordFree(ctx context.Context, sub execution.Submit, leade
 	if err != nil {
 		return execution.State{}, execution.State{}, wrap("submit execution", err)
 	}
-	data, err := encodeEvents(ctx, append(events, done...))
-	if err != nil {
+	ended := submitted
+	for _, e := range done {
+		ended = ended.Evolve(e)
+	}
+	if err := h.appendNew(ctx, sub.ExecutionID, append(events, done...), ended, claim); err != nil {
 		return execution.State{}, execution.State{}, err
 	}
-	stream := ExecutionStream(sub.ExecutionID)
+	return submitted, ended, nil
+}
+
+// appendNew appends the first events of an execution, in one commit that takes claim (the
+// request's signature: ErrReplayed when another request holds it, and nothing is written), and
+// caches st, the state they leave.
+func (h *Executions) appendNew(ctx context.Context, executionID string, events []domain.Event, st execution.State, claim *RequestClaim) error {
+	data, err := encodeEvents(ctx, events)
+	if err != nil {
+		return err
+	}
+	stream := ExecutionStream(executionID)
 	part := eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream(), Events: data}
 	if c, ok := claim.carried(); ok {
 		part.Claims = []eventstore.Claim{c}
 	}
 	res, err := h.store.AppendMulti(ctx, part)
 	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
-		return execution.State{}, execution.State{}, ErrReplayed
+		return fmt.Errorf("submit execution: %w", ErrReplayed)
 	}
 	if err != nil {
-		return execution.State{}, execution.State{}, wrap("submit execution", err)
+		return wrap("submit execution", err)
 	}
 	claim.committed()
-	ended := submitted
-	for _, e := range done {
-		ended = ended.Evolve(e)
-	}
-	h.cache.put(stream, loaded[execution.State]{state: ended, revision: res[0].NextRevision, exists: true})
-	return submitted, ended, nil
+	h.cache.put(stream, loaded[execution.State]{state: st, revision: res[0].NextRevision, exists: true})
+	return nil
 }
 
 // appendSubmit appends the submit and reports whether this call created the execution. A
@@ -267,24 +277,9 @@ func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submi
 	for _, e := range lease {
 		leased = leased.Evolve(e)
 	}
-	data, err := encodeEvents(ctx, append(events, lease...))
-	if err != nil {
-		return submitted, leased, err
+	if err := h.appendNew(ctx, sub.ExecutionID, append(events, lease...), leased, claim); err != nil {
+		return execution.State{}, execution.State{}, err
 	}
-	stream := ExecutionStream(sub.ExecutionID)
-	part := eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream(), Events: data}
-	if c, ok := claim.carried(); ok {
-		part.Claims = []eventstore.Claim{c}
-	}
-	res, err := h.store.AppendMulti(ctx, part)
-	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
-		return execution.State{}, execution.State{}, fmt.Errorf("submit execution: %w", ErrReplayed)
-	}
-	if err != nil {
-		return execution.State{}, execution.State{}, wrap("submit execution", err)
-	}
-	claim.committed()
-	h.cache.put(stream, loaded[execution.State]{state: leased, revision: res[0].NextRevision, exists: true})
 	return submitted, leased, nil
 }
 
