@@ -188,16 +188,16 @@ func (h *Executions) recordFree(ctx context.Context, sub execution.Submit, leade
 	for _, e := range done {
 		ended = ended.Evolve(e)
 	}
-	if err := h.appendNew(ctx, sub.ExecutionID, append(events, done...), ended, claim); err != nil {
+	if err := appendNewExecution(ctx, h, sub.ExecutionID, append(events, done...), ended, claim); err != nil {
 		return execution.State{}, execution.State{}, err
 	}
 	return submitted, ended, nil
 }
 
-// appendNew appends the first events of an execution, in one commit that takes claim (the
+// appendNewExecution appends the first events of an execution, in one commit that takes claim (the
 // request's signature: ErrReplayed when another request holds it, and nothing is written), and
 // caches st, the state they leave.
-func (h *Executions) appendNew(ctx context.Context, executionID string, events []domain.Event, st execution.State, claim *RequestClaim) error {
+func appendNewExecution(ctx context.Context, h *Executions, executionID string, events []domain.Event, st execution.State, claim *RequestClaim) error {
 	data, err := encodeEvents(ctx, events)
 	if err != nil {
 		return err
@@ -260,7 +260,7 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 // takes claim (the request's signature: ErrReplayed when another request holds it, and nothing
 // is written), and returns the state as submitted (the answer of a call that does not wait)
 // and as leased.
-func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submit, hand PollHandoff, claim *RequestClaim) (submitted, leased execution.State, err error) {
+func appendLeasedSubmit(ctx context.Context, h *Executions, sub execution.Submit, hand PollHandoff, claim *RequestClaim) (submitted, leased execution.State, err error) {
 	now := h.now()
 	events, err := execution.DecideSubmit(execution.State{}, sub, now)
 	if err != nil {
@@ -277,7 +277,7 @@ func (h *Executions) appendLeasedSubmit(ctx context.Context, sub execution.Submi
 	for _, e := range lease {
 		leased = leased.Evolve(e)
 	}
-	if err := h.appendNew(ctx, sub.ExecutionID, append(events, lease...), leased, claim); err != nil {
+	if err := appendNewExecution(ctx, h, sub.ExecutionID, append(events, lease...), leased, claim); err != nil {
 		return execution.State{}, execution.State{}, err
 	}
 	return submitted, leased, nil

@@ -258,7 +258,7 @@ func (s *submission) releaseHandoff() {
 func (s *submission) appendSubmit(ctx context.Context) (execution.State, error) {
 	if hand := s.hand; hand != nil {
 		s.hand = nil
-		submitted, leased, err := s.h.appendLeasedSubmit(ctx, s.sub, hand, s.c.Claim)
+		submitted, leased, err := appendLeasedSubmit(ctx, s.h, s.sub, hand, s.c.Claim)
 		if err != nil {
 			hand.Release()
 			return execution.State{}, err
