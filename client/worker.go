@@ -135,6 +135,7 @@ type Worker struct {
 	c       *Client
 	cfg     WorkerConfig
 	modules []string
+	reports *reporter
 }
 
 // NewWorker returns a worker calling the service through c; Run starts it.
@@ -144,6 +145,7 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 	}
 	cfg.setDefaults()
 	w := &Worker{c: c, cfg: cfg}
+	w.reports = &reporter{w: w}
 	for name := range cfg.Handlers {
 		w.modules = append(w.modules, name)
 	}
@@ -336,10 +338,11 @@ func taskPath(t Task, verb string) string {
 	return "/v1/sdk/tasks/" + url.PathEscape(t.TaskID) + "/" + verb
 }
 
-// complete reports t's output; an output the module's outputSchema refuses fails the task
-// without retry (the same code would answer the same).
+// complete reports t's output, together with other tasks' finished meanwhile (reporter); an
+// output the module's outputSchema refuses fails the task without retry (the same code would
+// answer the same).
 func (w *Worker) complete(ctx context.Context, t Task, out any) {
-	err := w.c.do(ctx, http.MethodPost, taskPath(t, "complete"), map[string]any{"output": out}, nil)
+	err := w.reports.complete(ctx, t, out)
 	var apiErr *Error
 	switch {
 	case err == nil, IsStatus(err, http.StatusConflict):

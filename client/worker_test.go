@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -24,20 +25,48 @@ type fakeTasks struct {
 	outcomes  map[string]map[string]any
 	beats     map[string]int
 	done      chan string
+	// batches lists the sizes of the batch route's requests; noBatch makes that route 404,
+	// as a service older than it answers.
+	batches []int
+	noBatch bool
+	// gate, when set, holds every completion request until it is closed; held hears of each.
+	gate, held chan struct{}
 }
 
 func newFakeTasks(tasks ...client.Task) *fakeTasks {
 	return &fakeTasks{queue: tasks, cancelled: map[string]bool{}, lost: map[string]bool{}, outcomes: map[string]map[string]any{},
-		beats: map[string]int{}, done: make(chan string, 16)}
+		beats: map[string]int{}, done: make(chan string, 64)}
 }
 
 func (f *fakeTasks) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
+	path := r.URL.Path
+	if f.gate != nil && strings.HasSuffix(path, "/complete") {
+		f.held <- struct{}{}
+		<-f.gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	path := r.URL.Path
 	switch {
+	case path == "/v1/sdk/tasks/complete" && f.noBatch:
+		f.batches = append(f.batches, 0) // tried, refused
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"statusCode":404,"error":"Not Found","message":"no route"}`)
+	case path == "/v1/sdk/tasks/complete":
+		var b struct{ Tasks []map[string]any }
+		_ = json.Unmarshal(body, &b)
+		f.batches = append(f.batches, len(b.Tasks))
+		var results []map[string]any
+		for _, m := range b.Tasks {
+			id := m["taskId"].(string)
+			m["verb"] = "complete"
+			f.outcomes[id] = m
+			results = append(results, map[string]any{"taskId": id, "status": "COMPLETED"})
+			f.done <- id
+		}
+		out, _ := json.Marshal(map[string]any{"results": results})
+		w.Write(out)
 	case path == "/v1/sdk/tasks/poll":
 		var p struct{ Max int }
 		_ = json.Unmarshal(body, &p)
@@ -195,4 +224,72 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Tasks that finish while the worker's completion requests are out go together in the next
+// request of the batch route, each reported once with its output; against a service without
+// that route (404), the worker reports each task on its own route instead.
+func TestWorkerReportsCompletionsTogether(t *testing.T) {
+	for _, noBatch := range []bool{false, true} {
+		const n = 20
+		var tasks []client.Task
+		for i := range n {
+			id := fmt.Sprintf("t%d", i)
+			tasks = append(tasks, client.Task{TaskID: id + ".1", ExecutionID: id, Module: "acme.m", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		}
+		f := newFakeTasks(tasks...)
+		f.noBatch = noBatch
+		f.gate, f.held = make(chan struct{}), make(chan struct{}, 2*n)
+		srv, m := server(t, f.handle)
+		c, err := client.New(srv.URL, m.APIKey, m.APISecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var returned sync.WaitGroup
+		returned.Add(n)
+		w, err := client.NewWorker(c, client.WorkerConfig{Concurrency: n, Polls: 1, PollWait: 50 * time.Millisecond,
+			Handlers: map[string]client.Handler{"acme.m": func(ctx context.Context, t client.Task) (any, error) {
+				defer returned.Done()
+				return json.RawMessage(t.Input), nil
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		// Every handler has returned and the first requests are held: the other completions
+		// queue behind them, and go together once they are let through.
+		returned.Wait()
+		<-f.held
+		close(f.gate)
+		for range n {
+			select {
+			case <-f.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("not every task was reported")
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if o := f.outcome(fmt.Sprintf("t%d.1", i)); o["verb"] != "complete" || mustJSON(t, o["output"]) != fmt.Sprintf(`{"i":%d}`, i) {
+				t.Fatalf("noBatch %v: task %d: %v", noBatch, i, o)
+			}
+		}
+		f.mu.Lock()
+		batched := 0
+		for _, size := range f.batches {
+			batched += size
+		}
+		f.mu.Unlock()
+		switch {
+		case noBatch && len(f.batches) == 0:
+			t.Fatal("the worker never tried the batch route")
+		case !noBatch && (len(f.batches) == 0 || batched < 2):
+			t.Fatalf("completions were not batched: batches %v", f.batches)
+		}
+	}
 }

@@ -27,6 +27,9 @@ const (
 	maxPollTasks   = 100
 	maxPollWaitMs  = 30000
 	maxWorkerID    = 200
+	// maxCompletions bounds the outcomes of one POST /v1/sdk/tasks/complete, as a poll's
+	// max bounds the tasks it leases.
+	maxCompletions = 100
 )
 
 // TaskBoard is what the worker protocol's endpoints call: the executor's task board
@@ -49,6 +52,7 @@ type SDKTasks struct {
 // Mount adds the routes to the /v1 router.
 func (s *SDKTasks) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/tasks/poll", s.Auth.Route(1, http.HandlerFunc(s.poll))).Methods(http.MethodPost)
+	v1.Handle("/sdk/tasks/complete", s.Auth.Route(1, http.HandlerFunc(s.completeMany), ClaimInCommit)).Methods(http.MethodPost)
 	v1.Handle("/sdk/tasks/{taskId}/heartbeat", s.Auth.Route(1, http.HandlerFunc(s.heartbeat))).Methods(http.MethodPost)
 	v1.Handle("/sdk/tasks/{taskId}/complete", s.Auth.Route(1, http.HandlerFunc(s.complete), ClaimInCommit)).Methods(http.MethodPost)
 	v1.Handle("/sdk/tasks/{taskId}/fail", s.Auth.Route(1, http.HandlerFunc(s.fail))).Methods(http.MethodPost)

@@ -421,3 +421,71 @@ func TestCancelledRunReachesTheWorker(t *testing.T) {
 		t.Fatal("the cancelled run's task completed")
 	}
 }
+
+// Several completions in one request (POST /v1/sdk/tasks/complete): each is decided as on its
+// task's own route and answered in order, with a 200 for the request. A valid output
+// completes its task (charged once); an output that breaks the outputSchema is refused naming
+// the completion's place and field, and that task stays leased; another workspace's task is
+// 404; a task completed already is 409; a malformed list is 400 and records nothing.
+func TestCompletionsOfSeveralTasksInOneRequest(t *testing.T) {
+	svc := startSDKService(t, 10)
+	registerWorkerModule(t, svc, svc.key.WorkspaceID, "acme.typed", `{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`)
+	c := svc.caller(t, svc.key)
+	ids := submitTasks(t, c, "acme.typed", 3, 1)
+	r := c.post("/v1/sdk/tasks/poll", `{"modules":["acme.typed"],"max":10,"waitMs":10000,"workerId":"w1"}`)
+	mustStatus(t, r, http.StatusOK, "poll")
+	tasks := r.json(t)["tasks"].([]any)
+	for len(tasks) < 3 {
+		r = c.post("/v1/sdk/tasks/poll", `{"modules":["acme.typed"],"max":10,"waitMs":10000,"workerId":"w1"}`)
+		mustStatus(t, r, http.StatusOK, "poll")
+		tasks = append(tasks, r.json(t)["tasks"].([]any)...)
+	}
+	taskID := func(i int) string { return tasks[i].(map[string]any)["taskId"].(string) }
+	byExecution := map[string]string{}
+	for i := range tasks {
+		byExecution[tasks[i].(map[string]any)["executionId"].(string)] = taskID(i)
+	}
+
+	wantErrorBody(t, c.post("/v1/sdk/tasks/complete", `{"tasks":[]}`), http.StatusBadRequest, "tasks")
+	wantErrorBody(t, c.post("/v1/sdk/tasks/complete", `{"tasks":[{"taskId":"`+taskID(0)+`","output":1,"extra":1}]}`), http.StatusBadRequest, "tasks[0].extra")
+	wantErrorBody(t, c.post("/v1/sdk/tasks/complete", `{"tasks":[{"taskId":"`+taskID(0)+`","output":{"n":1}},{"taskId":"`+taskID(0)+`","output":{"n":1}}]}`),
+		http.StatusBadRequest, "tasks[1].taskId")
+
+	body := fmt.Sprintf(`{"tasks":[{"taskId":%q,"output":{"n":1}},{"taskId":%q,"output":{"n":"two"}},{"taskId":"no-such-task","output":{}},{"taskId":%q,"output":{"n":3}}]}`,
+		byExecution[ids[0]], byExecution[ids[1]], byExecution[ids[2]])
+	r = c.post("/v1/sdk/tasks/complete", body)
+	mustStatus(t, r, http.StatusOK, "completions")
+	results := r.json(t)["results"].([]any)
+	if len(results) != 4 {
+		t.Fatalf("results: %s", r.body)
+	}
+	item := func(i int) map[string]any { return results[i].(map[string]any) }
+	if item(0)["taskId"] != byExecution[ids[0]] || item(0)["status"] != "COMPLETED" || item(3)["status"] != "COMPLETED" {
+		t.Fatalf("completed: %s", r.body)
+	}
+	if e, _ := item(1)["error"].(map[string]any); e == nil || e["statusCode"] != float64(400) || !strings.Contains(e["message"].(string), "tasks[1].output.n") {
+		t.Fatalf("a refused output: %s", r.body)
+	}
+	if e, _ := item(2)["error"].(map[string]any); e == nil || e["statusCode"] != float64(404) {
+		t.Fatalf("an unknown task: %s", r.body)
+	}
+	// The refused output's task is still leased: it completes on its own route; the others
+	// are completed, so their completions are now 409.
+	mustStatus(t, c.post("/v1/sdk/tasks/"+byExecution[ids[1]]+"/complete", `{"output":{"n":2}}`), http.StatusOK, "complete after a refused output")
+	r = c.post("/v1/sdk/tasks/complete", fmt.Sprintf(`{"tasks":[{"taskId":%q,"output":{"n":9}},{"taskId":%q,"output":{"n":9}}]}`, byExecution[ids[0]], byExecution[ids[1]]))
+	mustStatus(t, r, http.StatusOK, "completions of completed tasks")
+	for i, res := range r.json(t)["results"].([]any) {
+		if e, _ := res.(map[string]any)["error"].(map[string]any); e == nil || e["statusCode"] != float64(409) {
+			t.Fatalf("completion %d of a completed task: %s", i, r.body)
+		}
+	}
+	for i, id := range ids {
+		m := pollExecution(t, c, id, 30*time.Second, terminal)
+		if m["status"] != "COMPLETED" || fmt.Sprint(m["output"]) != fmt.Sprintf("map[n:%d]", i+1) || m["totalUsage"] != float64(1) {
+			t.Fatalf("execution %d: %v", i, m)
+		}
+	}
+	if total := auditTotal(t, svc.cli, svc.key.WorkspaceID); total != 7 {
+		t.Fatalf("balance %v after 3 calls, want 7", total)
+	}
+}
