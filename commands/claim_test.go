@@ -181,3 +181,44 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 		t.Fatalf("balance %s, want 9: only the other call charged", got)
 	}
 }
+
+// A submit appended on its own (no runner to run it first, no idempotency key, no cache
+// window) takes its request's claim in the commit of its submit: the replay guard is never
+// asked, and the key is held by the request's owner afterwards. A replay's submit, whose key
+// another request holds, is ErrReplayed and appends nothing.
+func TestASubmitAppendedAloneTakesItsClaimInItsCommit(t *testing.T) {
+	env := testenv.New(t)
+	h := commands.New(env.Store)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	submit := func(key []byte) (execution.State, *commands.RequestClaim, error) {
+		claim := commands.NewRequestClaim(key, []byte("this request"), time.Now().Add(time.Minute),
+			func(context.Context) (bool, error) { return false, errors.New("the replay guard was asked") })
+		st, err := h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
+		return st, claim, err
+	}
+	key := randomKey()
+	st, claim, err := submit(key)
+	if err != nil || st.Status != execution.StatusCreated || !claim.Settled() {
+		t.Fatalf("submit: %+v, %v (claim settled %v), want CREATED with its claim taken in its commit", st, err, claim.Settled())
+	}
+	_, err = env.Store.AppendMulti(ctx, eventstore.StreamAppend{Stream: "other-" + uuid.NewString(), Expected: eventstore.NoStream(),
+		Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
+		Claims: []eventstore.Claim{{Key: key, Owner: []byte("another request"), Until: time.Now().Add(time.Minute)}}})
+	if !errors.Is(err, eventstore.ErrClaimed) {
+		t.Fatalf("another owner taking the submit's key: %v, want ErrClaimed", err)
+	}
+
+	held := holdClaim(t, env)
+	before, err := env.Store.HeadPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := submit(held[:]); !errors.Is(err, commands.ErrReplayed) {
+		t.Fatalf("a replay's submit: %v, want ErrReplayed", err)
+	}
+	if after, err := env.Store.HeadPosition(ctx); err != nil || after != before {
+		t.Fatalf("the log moved from %v to %v (%v): a replay's submit appended", before, after, err)
+	}
+}

@@ -255,6 +255,24 @@ func (h *Executions) appendSubmit(ctx context.Context, sub execution.Submit) (ex
 	return state, true, nil
 }
 
+// appendClaimedSubmit appends the submit of a fresh execution in one commit that takes claim
+// (ErrReplayed when another request holds it, and nothing is written), and returns the state
+// as submitted.
+func appendClaimedSubmit(ctx context.Context, h *Executions, sub execution.Submit, claim *RequestClaim) (execution.State, error) {
+	events, err := execution.DecideSubmit(execution.State{}, sub, h.now())
+	if err != nil {
+		return execution.State{}, wrap("submit execution", err)
+	}
+	var st execution.State
+	for _, e := range events {
+		st = st.Evolve(e)
+	}
+	if err := appendNewExecution(ctx, h, sub.ExecutionID, events, st, claim); err != nil {
+		return execution.State{}, err
+	}
+	return st, nil
+}
+
 // appendLeasedSubmit appends the submit of a worker module's call together with the lease of
 // its first attempt to the worker of hand, a poll waiting in this process, in one commit that
 // takes claim (the request's signature: ErrReplayed when another request holds it, and nothing

@@ -136,7 +136,7 @@ func (s *submission) runsFirst() bool {
 // takeSignature takes the request's signature before the first append, unless the call runs
 // first, whose commit takes it.
 func (s *submission) takeSignature(ctx context.Context) error {
-	if s.runsFirst() || s.done.Exists || s.handOff() {
+	if s.runsFirst() || s.done.Exists || s.handOff() || s.claimInSubmit() {
 		return nil
 	}
 	if err := s.c.Claim.Settle(ctx); err != nil {
@@ -228,6 +228,15 @@ func (s *submission) openCacheWindow(ctx context.Context) error {
 	return err
 }
 
+// claimInSubmit reports whether the submit's own commit takes the request's signature, as a
+// handed-off or run-first call's does: the submit is then the call's first and only append
+// (no idempotency key to bind, no cache window, not run first, no free record), on a store
+// whose commits take claims. It saves the replay guard's round trip of its own, and the
+// commit can be shared with other appends (group commit).
+func (s *submission) claimInSubmit() bool {
+	return s.c.Claim != nil && s.c.IdempotencyKey == "" && s.window == "" && !s.done.Exists && !s.runsFirst() && s.h.takesClaims()
+}
+
 // handOff reserves, for a worker module's call, a worker's poll waiting in this process for
 // the module (TaskHandoffs), and reports whether it did: the submit then leases the call's
 // first attempt to that worker in its own commit, which takes the request's signature too,
@@ -267,6 +276,13 @@ func (s *submission) appendSubmit(ctx context.Context) (execution.State, error) 
 		hand.Deliver(leased)
 		// SPEC.md 4.1: a call not ended within its wait is answered as submitted.
 		return awaitLocal(ctx, submitted, done, s.c.WaitFor-time.Since(s.start)), nil
+	}
+	if s.claimInSubmit() {
+		st, err := appendClaimedSubmit(ctx, s.h, s.sub, s.c.Claim)
+		if err != nil || s.runner == nil {
+			return st, err
+		}
+		return awaitLocal(ctx, st, s.runner.Take(st), s.c.WaitFor-time.Since(s.start)), nil
 	}
 	st, created, err := s.h.appendSubmit(ctx, s.sub)
 	if err == nil && !created && s.c.WaitFor <= 0 && s.tried.Exists {

@@ -163,7 +163,7 @@ func (s *Store) appendEvents(ctx context.Context, stream string, expected events
 	}
 	if len(events) > 0 {
 		if _, ok := fastQuery(e); ok {
-			res, ok, err := s.group.append(ctx, e)
+			res, ok, err := s.group.append(ctx, e, claimSet{})
 			// Wake subscribers whatever the outcome: a failed append also held a transaction
 			// id that may have kept other appends from being visible.
 			s.appended()

@@ -62,13 +62,17 @@ type grouper struct {
 }
 
 type groupReq struct {
-	ctx  context.Context
-	e    encoded
-	st   fastStatement
-	res  eventstore.AppendResult
-	ok   bool
-	err  error
-	done chan struct{}
+	ctx context.Context
+	e   encoded
+	st  fastStatement
+	// claims are taken in the group's transaction with the member's events (AppendMulti of
+	// one stream): a claim another owner holds rolls the group back, and every member goes
+	// again alone, where that one is refused.
+	claims claimSet
+	res    eventstore.AppendResult
+	ok     bool
+	err    error
+	done   chan struct{}
 }
 
 func (r *groupReq) finish(res eventstore.AppendResult, ok bool, err error) {
@@ -83,9 +87,9 @@ func (s *Store) GroupStats() GroupStats {
 
 // append runs e's fast statement in a group. ok is false when it wrote nothing and the slow
 // path must decide; err is set only for failures the slow path would not change.
-func (g *grouper) append(ctx context.Context, e encoded) (eventstore.AppendResult, bool, error) {
+func (g *grouper) append(ctx context.Context, e encoded, claims claimSet) (eventstore.AppendResult, bool, error) {
 	st, _ := fastQuery(e)
-	r := &groupReq{ctx: ctx, e: e, st: st, done: make(chan struct{})}
+	r := &groupReq{ctx: ctx, e: e, st: st, claims: claims, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
 	var batch []*groupReq
@@ -166,8 +170,10 @@ func (g *grouper) run(batch []*groupReq) {
 		ctx = batch[0].ctx
 	}
 	parts := make([]encoded, len(batch))
+	var claims claimSet
 	for i, r := range batch {
 		parts[i] = r.e
+		claims = claims.with(r.claims)
 	}
 	// Appends to distinct streams share batched statements; the rest keep their own, sorted by
 	// stream (stable: one stream's appends keep their order). batch.go says what that means for
@@ -179,10 +185,14 @@ func (g *grouper) run(batch []*groupReq) {
 	for _, i := range plan.rest {
 		b.Queue(batch[i].st.sql, batch[i].st.args...)
 	}
+	claims.queue(b)
 	br := g.s.pool.SendBatch(ctx, b)
 	res := make([]eventstore.AppendResult, len(batch))
 	ok := make([]bool, len(batch))
 	failed := readGroup(br, parts, plan, res, ok)
+	if failed == nil && !claims.empty() {
+		_, failed = br.Exec()
+	}
 	if err := br.Close(); err != nil && failed == nil {
 		failed = err
 	}

@@ -20,8 +20,10 @@ type groupAppend struct {
 	stream   string
 	expected eventstore.ExpectedRevision
 	ev       eventstore.EventData
-	res      eventstore.AppendResult
-	err      error
+	// claims, when set, go with the append through AppendMulti.
+	claims []eventstore.Claim
+	res    eventstore.AppendResult
+	err    error
 }
 
 // holdOnlySlot has a lone append to a stream whose row lock tx holds take the store's only
@@ -65,7 +67,15 @@ func inOneGroup(t *testing.T, st *Store, appends []*groupAppend) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.res, a.err = st.Append(ctx, a.stream, a.expected, a.ev)
+			if a.claims == nil {
+				a.res, a.err = st.Append(ctx, a.stream, a.expected, a.ev)
+				return
+			}
+			var res []eventstore.AppendResult
+			res, a.err = st.AppendMulti(ctx, eventstore.StreamAppend{Stream: a.stream, Expected: a.expected, Events: []eventstore.EventData{a.ev}, Claims: a.claims})
+			if a.err == nil {
+				a.res = res[0]
+			}
 		}()
 	}
 	pollUntil(t, "every append queued behind the blocked group", func() bool {
@@ -209,6 +219,71 @@ func groupRolledBack(t *testing.T, expected eventstore.ExpectedRevision) {
 	}
 	if n := after.Fallbacks - before.Fallbacks; n != int64(len(fresh)+1) {
 		t.Errorf("%d appends fell back, want %d (the whole group)", n, len(fresh)+1)
+	}
+}
+
+// TestClaimsShareAGroupCommit: one stream's AppendMulti with claims (a submit and its
+// request's signature) joins a group commit, its claims taken in the group's transaction. A
+// claim another owner holds rolls the group back; every member goes again alone, and only
+// the append carrying that claim is refused, with nothing of it written.
+func TestClaimsShareAGroupCommit(t *testing.T) {
+	pool, _ := newMigratedDB(t, 16)
+	st := newStore(t, pool, Config{GroupConcurrency: 1})
+	ctx := testCtx(t)
+	claim := func() eventstore.Claim {
+		return eventstore.Claim{Key: []byte(uuid.NewString()), Owner: []byte(uuid.NewString()), Until: time.Now().Add(time.Hour)}
+	}
+	claimed := func() []eventstore.Claim { return []eventstore.Claim{claim()} }
+	var members []*groupAppend
+	for range 4 {
+		a := &groupAppend{stream: "submit-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Submitted")}
+		a.claims = claimed()
+		members = append(members, a)
+	}
+	plain := &groupAppend{stream: "plain-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Plain")}
+	before := st.GroupStats()
+	inOneGroup(t, st, append(slices.Clone(members), plain))
+	after := st.GroupStats()
+	for _, a := range append(slices.Clone(members), plain) {
+		if a.err != nil || a.res.Position.Commit != plain.res.Position.Commit {
+			t.Fatalf("append to %s: %+v, %v; want it in the group's transaction %d", a.stream, a.res, a.err, plain.res.Position.Commit)
+		}
+	}
+	for _, a := range members {
+		var owner []byte
+		if err := pool.QueryRow(ctx, `SELECT owner FROM `+ClaimsTable+` WHERE key = $1`, a.claims[0].Key).Scan(&owner); err != nil || string(owner) != string(a.claims[0].Owner) {
+			t.Fatalf("claim of %s: owner %q (%v), want %q", a.stream, owner, err, a.claims[0].Owner)
+		}
+	}
+	if g := after.Groups - before.Groups; g != 3 || after.Fallbacks != before.Fallbacks {
+		t.Fatalf("%d groups, %d fallbacks; want 3 groups (blocker, blocked, the queued ones) and none", g, after.Fallbacks-before.Fallbacks)
+	}
+
+	// A replay: its claim's key is held by the first request's owner.
+	held := claim()
+	if _, err := st.AppendMulti(ctx, eventstore.StreamAppend{Stream: "first-" + uuid.NewString(), Expected: eventstore.NoStream(),
+		Events: []eventstore.EventData{event("First")}, Claims: []eventstore.Claim{held}}); err != nil {
+		t.Fatal(err)
+	}
+	replay := &groupAppend{stream: "replay-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Replayed"),
+		claims: []eventstore.Claim{{Key: held.Key, Owner: []byte("another owner"), Until: held.Until}}}
+	others := []*groupAppend{{stream: "other-" + uuid.NewString(), expected: eventstore.NoStream(), ev: event("Other")}}
+	others[0].claims = claimed()
+	before = st.GroupStats()
+	inOneGroup(t, st, []*groupAppend{others[0], replay})
+	after = st.GroupStats()
+	var ce *eventstore.ClaimedError
+	if !errors.As(replay.err, &ce) || !ce.Refuses(replay.claims[0]) {
+		t.Fatalf("the replay's append: %v, want a ClaimedError refusing its claim", replay.err)
+	}
+	if got, _ := st.ReadStream(ctx, replay.stream, 0, 10); len(got) != 0 {
+		t.Fatalf("the refused append wrote %v", got)
+	}
+	if others[0].err != nil {
+		t.Fatalf("an append beside the replay: %v", others[0].err)
+	}
+	if n := after.Fallbacks - before.Fallbacks; n != 2 {
+		t.Fatalf("%d appends fell back, want 2 (the whole group)", n)
 	}
 }
 

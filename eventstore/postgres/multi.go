@@ -37,6 +37,14 @@ func (s *Store) appendMulti(ctx context.Context, appends []eventstore.StreamAppe
 		return nil, err
 	}
 	defer s.appended()
+	if len(parts) == 1 {
+		// One stream's append, with its claims: it may share a group's commit (group.go).
+		if _, fast := fastQuery(parts[0]); fast {
+			if res, ok, err := s.group.append(ctx, parts[0], claims); ok || err != nil {
+				return []eventstore.AppendResult{res}, err
+			}
+		}
+	}
 	if res, ok, err := s.multiFast(ctx, s.pool, parts, claims, false); ok || err != nil {
 		return res, err
 	}
@@ -73,6 +81,15 @@ func collectClaims(appends []eventstore.StreamAppend) (claimSet, error) {
 }
 
 func (c claimSet) empty() bool { return len(c.keys) == 0 }
+
+// with is c and more, for one statement of a group's claims. A key the two share goes twice:
+// the statement then fails, the group is rolled back, and its members go again alone.
+func (c claimSet) with(more claimSet) claimSet {
+	if more.empty() {
+		return c
+	}
+	return claimSet{keys: append(c.keys, more.keys...), owners: append(c.owners, more.owners...), untils: append(c.untils, more.untils...)}
+}
 
 // claimSQL takes a multi-append's claims in its transaction (eventstore_claim in schema.go).
 const claimSQL = `SELECT eventstore_claim($1::bytea[], $2::bytea[], $3::timestamptz[], $4::timestamptz)`
