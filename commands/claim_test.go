@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/access"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
@@ -182,43 +183,73 @@ func TestAReplayFoundWhileItsBatchIsPlannedIsNotWritten(t *testing.T) {
 	}
 }
 
-// A submit appended on its own (no runner to run it first, no idempotency key, no cache
-// window) takes its request's claim in the commit of its submit: the replay guard is never
-// asked, and the key is held by the request's owner afterwards. A replay's submit, whose key
-// another request holds, is ErrReplayed and appends nothing.
+// takeOnlyRunner is a runner that takes calls and is never asked to run one first.
+type takeOnlyRunner struct{ t *testing.T }
+
+func (r takeOnlyRunner) Running() bool  { return true }
+func (r takeOnlyRunner) Worker() string { return "take-only" }
+func (r takeOnlyRunner) Take(execution.State) <-chan execution.State {
+	return make(chan execution.State, 1)
+}
+func (r takeOnlyRunner) RunFirst(context.Context, commands.FirstRun, time.Duration) (execution.State, bool) {
+	r.t.Error("a call that cannot run first was offered to RunFirst")
+	return execution.State{}, false
+}
+func (r takeOnlyRunner) TryRunFirst(context.Context, commands.FirstRun) (execution.State, bool) {
+	r.t.Error("a call that cannot run first was offered to TryRunFirst")
+	return execution.State{}, false
+}
+
+// A submit appended on its own (a call not run first: without a runner, or of a worker
+// module; no idempotency key, no cache window) takes its request's claim in the commit of its
+// submit: the replay guard is never asked, and the key is held by the request's owner
+// afterwards. A replay's submit, whose key another request holds, is ErrReplayed and appends
+// nothing.
 func TestASubmitAppendedAloneTakesItsClaimInItsCommit(t *testing.T) {
 	env := testenv.New(t)
-	h := commands.New(env.Store)
 	ws := env.Workspace(t, 10)
 	ctx := context.Background()
-	submit := func(key []byte) (execution.State, *commands.RequestClaim, error) {
-		claim := commands.NewRequestClaim(key, []byte("this request"), time.Now().Add(time.Minute),
-			func(context.Context) (bool, error) { return false, errors.New("the replay guard was asked") })
-		st, err := h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
-			Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
-		return st, claim, err
-	}
-	key := randomKey()
-	st, claim, err := submit(key)
-	if err != nil || st.Status != execution.StatusCreated || !claim.Settled() {
-		t.Fatalf("submit: %+v, %v (claim settled %v), want CREATED with its claim taken in its commit", st, err, claim.Settled())
-	}
-	_, err = env.Store.AppendMulti(ctx, eventstore.StreamAppend{Stream: "other-" + uuid.NewString(), Expected: eventstore.NoStream(),
-		Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
-		Claims: []eventstore.Claim{{Key: key, Owner: []byte("another request"), Until: time.Now().Add(time.Minute)}}})
-	if !errors.Is(err, eventstore.ErrClaimed) {
-		t.Fatalf("another owner taking the submit's key: %v, want ErrClaimed", err)
-	}
-
-	held := holdClaim(t, env)
-	before, err := env.Store.HeadPosition(ctx)
-	if err != nil {
+	price := billing.FromWhole(1)
+	if _, err := env.Cmds.Modules.Register(ctx, commands.RegisterModule{WorkspaceID: ws, Name: "acme.worker", Price: &price,
+		Transport: commands.ModuleTransport{Type: execution.TransportWorker}, By: access.Rights{Role: "admin"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := submit(held[:]); !errors.Is(err, commands.ErrReplayed) {
-		t.Fatalf("a replay's submit: %v, want ErrReplayed", err)
-	}
-	if after, err := env.Store.HeadPosition(ctx); err != nil || after != before {
-		t.Fatalf("the log moved from %v to %v (%v): a replay's submit appended", before, after, err)
+	for _, c := range []struct {
+		name, module string
+		h            *commands.Commands
+	}{
+		{"no runner", "core.echo", commands.New(env.Store)},
+		{"a worker module", "acme.worker", commands.WithRunner(commands.New(env.Store), takeOnlyRunner{t})},
+	} {
+		submit := func(key []byte) (execution.State, *commands.RequestClaim, error) {
+			claim := commands.NewRequestClaim(key, []byte("this request"), time.Now().Add(time.Minute),
+				func(context.Context) (bool, error) { return false, errors.New("the replay guard was asked") })
+			st, err := c.h.Executions.SubmitExecution(ctx, commands.SubmitExecution{WorkspaceID: ws, Module: c.module,
+				Input: json.RawMessage(`{}`), Config: json.RawMessage(`{}`), Attempts: 1, Claim: claim})
+			return st, claim, err
+		}
+		key := randomKey()
+		st, claim, err := submit(key)
+		if err != nil || st.Status != execution.StatusCreated || !claim.Settled() {
+			t.Fatalf("%s: submit: %+v, %v (claim settled %v), want CREATED with its claim taken in its commit", c.name, st, err, claim.Settled())
+		}
+		_, err = env.Store.AppendMulti(ctx, eventstore.StreamAppend{Stream: "other-" + uuid.NewString(), Expected: eventstore.NoStream(),
+			Events: []eventstore.EventData{{ID: uuid.New(), Type: "Taken", Data: []byte(`{}`)}},
+			Claims: []eventstore.Claim{{Key: key, Owner: []byte("another request"), Until: time.Now().Add(time.Minute)}}})
+		if !errors.Is(err, eventstore.ErrClaimed) {
+			t.Fatalf("%s: another owner taking the submit's key: %v, want ErrClaimed", c.name, err)
+		}
+
+		held := holdClaim(t, env)
+		before, err := env.Store.HeadPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := submit(held[:]); !errors.Is(err, commands.ErrReplayed) {
+			t.Fatalf("%s: a replay's submit: %v, want ErrReplayed", c.name, err)
+		}
+		if after, err := env.Store.HeadPosition(ctx); err != nil || after != before {
+			t.Fatalf("%s: the log moved from %v to %v (%v): a replay's submit appended", c.name, before, after, err)
+		}
 	}
 }

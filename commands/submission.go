@@ -198,8 +198,10 @@ func (s *submission) runFirst(ctx context.Context) (execution.State, bool, error
 	if ok {
 		return st, true, nil
 	}
-	if s.hand != nil {
-		return execution.State{}, false, nil // not run first: its submit's commit takes the signature
+	if s.hand != nil || !s.runsFirst() {
+		// Not run first: its submit's commit takes the signature (handed off, or
+		// claimInSubmit), or it was taken before the first append (takeSignature).
+		return execution.State{}, false, nil
 	}
 	// The run may still be recorded, its commit taking the signature under this request's
 	// owner; taking it here first refuses that commit instead.
