@@ -64,7 +64,8 @@ func IsNonRetryable(err error) bool {
 type WorkerConfig struct {
 	// Handlers runs each module's tasks, by module name (required, at least one).
 	Handlers map[string]Handler
-	// Concurrency bounds the tasks run at once. Default 4.
+	// Concurrency bounds the handlers running at once (a task whose handler has returned
+	// frees its slot while its outcome is reported; as many reports may be pending). Default 4.
 	Concurrency int
 	// WorkerID names this worker in the executions' attempts and the console's workers page.
 	// Default host name and process id.
@@ -136,6 +137,9 @@ type Worker struct {
 	cfg     WorkerConfig
 	modules []string
 	reports *reporter
+	// reporting bounds the tasks whose handlers have returned and whose outcomes are being
+	// reported, as Concurrency bounds the handlers running.
+	reporting chan struct{}
 }
 
 // NewWorker returns a worker calling the service through c; Run starts it.
@@ -146,6 +150,7 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 	cfg.setDefaults()
 	w := &Worker{c: c, cfg: cfg}
 	w.reports = &reporter{w: w}
+	w.reporting = make(chan struct{}, cfg.Concurrency)
 	for name := range cfg.Handlers {
 		w.modules = append(w.modules, name)
 	}
@@ -219,8 +224,7 @@ func (w *Worker) pollLoop(ctx, drainCtx context.Context, slots chan struct{}, ta
 			tasks.Add(1)
 			go func() {
 				defer tasks.Done()
-				defer func() { <-slots }()
-				w.run(drainCtx, t)
+				w.run(drainCtx, t, func() { <-slots })
 			}()
 		}
 		if err != nil {
@@ -262,8 +266,11 @@ var (
 	errCancelRequested = errors.New("switchyard worker: the task's run was cancelled")
 )
 
-// run runs t's handler under heartbeats and reports what it came to.
-func (w *Worker) run(ctx context.Context, t Task) {
+// run runs t's handler under heartbeats and reports what it came to. It calls free once the
+// handler has returned and a report slot is had: the task's run slot then takes the next task
+// while the report is out (a report waits for its commit, which under load is most of a short
+// task's time), and at most Concurrency reports are pending besides the tasks running.
+func (w *Worker) run(ctx context.Context, t Task, free func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !t.Deadline.IsZero() {
@@ -280,6 +287,9 @@ func (w *Worker) run(ctx context.Context, t Task) {
 	cause := context.Cause(hctx)
 	cancel(nil)
 	<-beats
+	w.reporting <- struct{}{}
+	defer func() { <-w.reporting }()
+	free()
 	report := context.WithoutCancel(ctx)
 	switch {
 	case errors.Is(cause, errLeaseLost):
