@@ -230,3 +230,16 @@ func (c *conditionCache) get(src string) (*modules.Condition, error) {
 	c.m[src] = p
 	return p, nil
 }
+
+// EndedRun is the run id as this process's state cache holds it, with the revision it was
+// folded to, when that state has ended: what the scheduler's step just wrote. A run's status
+// never moves once terminal, so whoever folds the run to that revision finds the same state:
+// its streams may send it without reading the run back (serve's scheduler.Config.Ended).
+// false: not cached, or not ended as cached.
+func EndedRun(w *Workflows, id string) (run.State, uint64, bool) {
+	cur, _, shared := cachedState(w, RunStream(id), runAgg)
+	if !shared || !cur.exists || !cur.state.Status.Terminal() {
+		return run.State{}, 0, false
+	}
+	return cur.state.Clone(), cur.revision, true
+}

@@ -344,6 +344,9 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		out, err = f.appendState(out, rev)
 		return err
 	}
+	if f.fromEnd() {
+		return f.appendState(nil, f.next-1)
+	}
 	if !f.fromRecords(fold) {
 		var err error
 		if f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, f.next, fold); err != nil {
@@ -354,6 +357,25 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		return f.appendState(out, f.next-1)
 	}
 	return out, nil
+}
+
+// fromEnd takes the run's end as the scheduler that wrote it handed it (livehub.NotifyEnded),
+// sparing the read of the run its nudge would otherwise cost, when that skips no status: the
+// feed is EXECUTING, which every end follows directly. Otherwise the records say what happened.
+func (f *runFeed) fromEnd() bool {
+	if f.watch == nil {
+		return false
+	}
+	end, ok := f.watch.Ended()
+	if !ok || f.state.Status != run.StatusExecuting || end.Revision < f.next {
+		return false
+	}
+	st, ok := end.State.(run.State)
+	if !ok || !st.Status.Terminal() || st.ID != f.state.ID {
+		return false
+	}
+	f.state, f.next = st, end.Revision+1
+	return true
 }
 
 // fromRecords folds the records the watch kept, when they are the stream's next ones and all

@@ -53,6 +53,16 @@ type Watch struct {
 	mu      sync.Mutex
 	recs    []eventstore.RecordedEvent
 	partial bool
+	// ended: the last Ended a writer handed the stream (NotifyEnded), until Ended takes it.
+	ended *Ended
+}
+
+// Ended is a stream's state at its end, as the writer that ended it holds it: State (whose
+// type the writer and the watcher agree on) folded to Revision. A state that no later event
+// changes may be sent as is, so a watcher that takes it need not read the stream back.
+type Ended struct {
+	Revision uint64
+	State    any
 }
 
 // maxKept bounds the records a watch holds between two Records: a run's step writes a few
@@ -104,6 +114,19 @@ func (w *Watch) add(rec *eventstore.RecordedEvent) {
 	w.mu.Unlock()
 }
 
+// Ended takes the end a writer handed the stream (NotifyEnded) since the last call, if any.
+// The watch's records stay complete either way: a watcher that cannot use it folds them.
+func (w *Watch) Ended() (Ended, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.ended
+	w.ended = nil
+	if e == nil {
+		return Ended{}, false
+	}
+	return *e, true
+}
+
 // Close unregisters the watch at once, freeing it.
 func (w *Watch) Close() {
 	h := w.hub
@@ -132,6 +155,27 @@ func (h *Hub) Watchers() int {
 // change anyway; a writer in this process calls it to have them look at once, ahead of the
 // log's tail (the scheduler when a run ends).
 func (h *Hub) Notify(stream string) { h.notify(stream, nil) }
+
+// NotifyEnded is Notify with the stream's final state, which the writer that ended it holds
+// (the scheduler at a run's end): watchers that keep records take it (Watch.Ended) instead of
+// reading the stream back, and lose no record if they do not, for the log brings them all.
+func (h *Hub) NotifyEnded(stream string, end Ended) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers[stream] {
+		if w.keep {
+			w.mu.Lock()
+			if w.ended == nil || w.ended.Revision < end.Revision {
+				w.ended = &end
+			}
+			w.mu.Unlock()
+		}
+		select {
+		case w.c <- struct{}{}:
+		default: // a notice is pending already
+		}
+	}
+}
 
 // notify wakes stream's watchers, handing rec to those that keep records.
 func (h *Hub) notify(stream string, rec *eventstore.RecordedEvent) {

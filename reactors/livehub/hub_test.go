@@ -186,3 +186,30 @@ func TestWatchRecordsPastTheBoundAreIncomplete(t *testing.T) {
 		t.Fatalf("40 records were kept whole past the bound (%d kept)", len(recs))
 	}
 }
+
+func TestNotifyEndedHandsTheEndAndKeepsTheRecordsWhole(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	w, plain := hub.WatchRecords("thing-a"), hub.Watch("thing-a")
+	defer w.Close()
+	defer plain.Close()
+	hub.NotifyEnded("thing-a", livehub.Ended{Revision: 4, State: "four"})
+	hub.NotifyEnded("thing-a", livehub.Ended{Revision: 3, State: "three"}) // an older end is not kept over a newer
+	<-w.C
+	<-plain.C // a plain watch is woken too, and reads the store as on any nudge
+	end, ok := w.Ended()
+	if !ok || end.Revision != 4 || end.State != "four" {
+		t.Fatalf("Ended = %+v, %v; want revision 4", end, ok)
+	}
+	if _, ok := w.Ended(); ok {
+		t.Fatal("an end was taken twice")
+	}
+	if _, ok := plain.Ended(); ok {
+		t.Fatal("a plain watch kept an end")
+	}
+	// Unlike Notify's bare nudge, an end leaves the records whole: a watcher that cannot use
+	// it folds what the log brings.
+	if _, complete := w.Records(); !complete {
+		t.Fatal("records after an end were reported incomplete")
+	}
+}
