@@ -61,6 +61,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	// Triggers accepted here wake the scheduler (set below, before anything is served).
 	var wake commands.RunWaker
 	cmds = commands.WithRunWaker(cmds, func(st run.State, dispatched []run.Stage) { wake(st, dispatched) })
+	// and have the hub track their records, so that their streams start from the commands'
+	// cache instead of reading the run (httpapi's runFeed.fromCache).
+	cmds = commands.WithRunAnnouncer(cmds, func(runID string) { hub.Expect(commands.RunStream(runID)) })
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err

@@ -29,14 +29,23 @@ type Hub struct {
 
 	mu       sync.Mutex
 	watchers map[string]map[*Watch]struct{}
+	// delivered holds, for the streams announced (Expect), the revision after the last record
+	// the hub delivered of each; expected lists them oldest first, to forget the oldest past
+	// maxExpected.
+	delivered map[string]uint64
+	expected  []string
 }
+
+// maxExpected bounds the streams the hub tracks for Delivered: a stream forgotten is read
+// from the store, as any stream not announced is.
+const maxExpected = 1 << 16
 
 // New returns a hub over the events store selects with filter (by category, for example).
 func New(store eventstore.Store, filter eventstore.Filter, log logrus.FieldLogger) *Hub {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
-	return &Hub{store: store, filter: filter, log: log.WithField("component", "livehub"), watchers: map[string]map[*Watch]struct{}{}}
+	return &Hub{store: store, filter: filter, log: log.WithField("component", "livehub"), watchers: map[string]map[*Watch]struct{}{}, delivered: map[string]uint64{}}
 }
 
 // Watch is one waiter's registration on a stream.
@@ -177,10 +186,43 @@ func (h *Hub) NotifyEnded(stream string, end Ended) {
 	}
 }
 
+// Expect has the hub track, from now on, which of stream's records it has delivered
+// (Delivered). Call it before the stream's first record is written (a run's trigger): a
+// watcher that registers later and finds nothing delivered past a state it holds knows that
+// every record after that state is yet to come to it, and need not read the stream.
+func (h *Hub) Expect(stream string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.delivered[stream]; ok {
+		return
+	}
+	if len(h.expected) >= maxExpected {
+		delete(h.delivered, h.expected[0])
+		h.expected = h.expected[1:]
+	}
+	h.delivered[stream] = 0
+	h.expected = append(h.expected, stream)
+}
+
+// Delivered reports the revision after the last record of stream the hub has delivered (0:
+// none), for a stream announced with Expect and not forgotten since; false otherwise. Watch
+// the stream first: what the hub delivers after Delivered answers goes to the watch.
+func (h *Hub) Delivered(stream string) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, ok := h.delivered[stream]
+	return next, ok
+}
+
 // notify wakes stream's watchers, handing rec to those that keep records.
 func (h *Hub) notify(stream string, rec *eventstore.RecordedEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if rec != nil {
+		if next, ok := h.delivered[stream]; ok && rec.Revision >= next {
+			h.delivered[stream] = rec.Revision + 1
+		}
+	}
 	for w := range h.watchers[stream] {
 		w.add(rec)
 		select {

@@ -213,3 +213,33 @@ func TestNotifyEndedHandsTheEndAndKeepsTheRecordsWhole(t *testing.T) {
 		t.Fatal("records after an end were reported incomplete")
 	}
 }
+
+func TestDeliveredTracksTheStreamsExpected(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hub.Expect("thing-a")
+	if next, ok := hub.Delivered("thing-a"); !ok || next != 0 {
+		t.Fatalf("Delivered before any record = %d, %v; want 0, true", next, ok)
+	}
+	w := hub.Watch("thing-b") // thing-b is not expected: the hub keeps nothing of it
+	defer w.Close()
+	appendTo(t, env.Store, "thing-a")
+	appendTo(t, env.Store, "thing-a")
+	appendTo(t, env.Store, "thing-b")
+	<-w.C // the hub hands records on in log order: thing-a's two are delivered
+	if next, ok := hub.Delivered("thing-a"); !ok || next != 2 {
+		t.Fatalf("Delivered after two records = %d, %v; want 2, true", next, ok)
+	}
+	if _, ok := hub.Delivered("thing-b"); ok {
+		t.Fatal("a stream never expected is tracked")
+	}
+	hub.Expect("thing-a") // again: what was delivered stays known
+	if next, _ := hub.Delivered("thing-a"); next != 2 {
+		t.Fatalf("Expect again reset Delivered to %d", next)
+	}
+}
