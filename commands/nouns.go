@@ -60,6 +60,8 @@ type Workflows struct {
 	// wake is told of each run this process triggers, once its trigger is written
 	// (WithRunWaker); nil when no scheduler runs here.
 	wake RunWaker
+	// announce, when set, hears of each run before its trigger is written (WithRunAnnouncer).
+	announce RunAnnouncer
 	*core
 	*balanceCheck
 	// catalog resolves the modules of components, built-in or the workspace's own.

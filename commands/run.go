@@ -96,6 +96,9 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 	out := []TriggeredRun{}
 	for _, r := range runs {
 		comp := r.TriggerID
+		if h.announce != nil {
+			h.announce(r.RunID)
+		}
 		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, func(s run.State) ([]domain.Event, error) {
 			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, key, edgeCondition(ctx), h.now())
 		})
@@ -229,4 +232,28 @@ func (c *conditionCache) get(src string) (*modules.Condition, error) {
 	}
 	c.m[src] = p
 	return p, nil
+}
+
+// EndedRun is the run id as this process's state cache holds it, with the revision it was
+// folded to, when that state has ended: what the scheduler's step just wrote. A run's status
+// never moves once terminal, so whoever folds the run to that revision finds the same state:
+// its streams may send it without reading the run back (serve's scheduler.Config.Ended).
+// false: not cached, or not ended as cached.
+func EndedRun(w *Workflows, id string) (run.State, uint64, bool) {
+	st, rev, ok := CachedRun(w, id)
+	if !ok || !st.Status.Terminal() {
+		return run.State{}, 0, false
+	}
+	return st, rev, true
+}
+
+// CachedRun is the run id as this process's state cache holds it (a copy), with the revision
+// it was folded to; false when the cache has no such run. The state may be behind the store:
+// who uses it must know from elsewhere that it is not (the live hub's Delivered, say).
+func CachedRun(w *Workflows, id string) (run.State, uint64, bool) {
+	cur, _, shared := cachedState(w, RunStream(id), runAgg)
+	if !shared || !cur.exists {
+		return run.State{}, 0, false
+	}
+	return cur.state.Clone(), cur.revision, true
 }

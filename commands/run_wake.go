@@ -11,9 +11,25 @@ type RunWaker func(st run.State, dispatched []run.Stage)
 // write, so that it starts the run at once instead of when the log brings the trigger to it.
 // The log still does, to every instance: a run whose wake-up is lost starts all the same.
 func WithRunWaker(c *Commands, wake RunWaker) *Commands {
+	return withWorkflows(c, func(w *Workflows) { w.wake = wake })
+}
+
+// RunAnnouncer is told of each run this process is about to trigger, before its trigger is
+// written: what is to hear every record of the run from its first on starts listening then.
+type RunAnnouncer func(runID string)
+
+// WithRunAnnouncer returns c whose triggers tell announce of each run before writing it
+// (serve's live hub, which then tracks the run's records: livehub.Hub.Expect).
+func WithRunAnnouncer(c *Commands, announce RunAnnouncer) *Commands {
+	return withWorkflows(c, func(w *Workflows) { w.announce = announce })
+}
+
+// withWorkflows returns c with a copy of its Workflows, set by set, which the nouns that start
+// runs through Workflows use too.
+func withWorkflows(c *Commands, set func(*Workflows)) *Commands {
 	wired := *c
 	w := *c.Workflows
-	w.wake = wake
+	set(&w)
 	wired.Workflows = &w
 	// The nouns that start runs through Workflows start them through the wired one.
 	s := *c.Schedules

@@ -298,7 +298,11 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 	name := commands.RunStream(id)
 	watch := s.Hub.WatchRecords(name) // before the state is read: nothing falls in between
 	feed := &runFeed{cmds: s.Cmds, stream: name}
-	first, err := feed.advance(r.Context())
+	first, ok := feed.fromCache(s.Hub, id, r.Header.Get("Last-Event-ID") == "")
+	var err error
+	if !ok {
+		first, err = feed.advance(r.Context())
+	}
 	feed.watch = watch
 	if err == nil && (!feed.state.Exists || feed.state.WorkspaceID != caller.WorkspaceID) {
 		err = fmt.Errorf("run %s not found: %w", id, domain.ErrNotFound)
@@ -344,6 +348,9 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		out, err = f.appendState(out, rev)
 		return err
 	}
+	if f.fromEnd() {
+		return f.appendState(nil, f.next-1)
+	}
 	if !f.fromRecords(fold) {
 		var err error
 		if f.next, err = f.cmds.Executions.ReadEvents(ctx, f.stream, f.next, fold); err != nil {
@@ -354,6 +361,46 @@ func (f *runFeed) advance(ctx context.Context) ([]sseMessage, error) {
 		return f.appendState(out, f.next-1)
 	}
 	return out, nil
+}
+
+// fromCache starts the feed from the run as this process's commands hold it (a run triggered
+// here), without reading it, when the hub, watched already, has delivered no record after that
+// state: every later record then comes to the watch. current: the client asks for the current
+// state alone (no Last-Event-ID), which is all the cache has.
+func (f *runFeed) fromCache(hub *livehub.Hub, id string, current bool) ([]sseMessage, bool) {
+	if !current || hub == nil {
+		return nil, false
+	}
+	delivered, ok := hub.Delivered(f.stream)
+	if !ok {
+		return nil, false
+	}
+	st, rev, ok := commands.CachedRun(f.cmds.Workflows, id)
+	if !ok || delivered > rev+1 {
+		return nil, false
+	}
+	f.state, f.next = st, rev+1
+	out, err := f.appendState(nil, rev)
+	return out, err == nil
+}
+
+// fromEnd takes the run's end as the scheduler that wrote it handed it (livehub.NotifyEnded),
+// sparing the read of the run its nudge would otherwise cost, when that skips no status: the
+// feed is EXECUTING, which every end follows directly. Otherwise the records say what happened.
+func (f *runFeed) fromEnd() bool {
+	if f.watch == nil {
+		return false
+	}
+	end, ok := f.watch.Ended()
+	if !ok || f.state.Status != run.StatusExecuting || end.Revision < f.next {
+		return false
+	}
+	st, ok := end.State.(run.State)
+	if !ok || !st.Status.Terminal() || st.ID != f.state.ID {
+		return false
+	}
+	f.state, f.next = st, end.Revision+1
+	return true
 }
 
 // fromRecords folds the records the watch kept, when they are the stream's next ones and all

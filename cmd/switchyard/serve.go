@@ -61,6 +61,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	// Triggers accepted here wake the scheduler (set below, before anything is served).
 	var wake commands.RunWaker
 	cmds = commands.WithRunWaker(cmds, func(st run.State, dispatched []run.Stage) { wake(st, dispatched) })
+	// and have the hub track their records, so that their streams start from the commands'
+	// cache instead of reading the run (httpapi's runFeed.fromCache).
+	cmds = commands.WithRunAnnouncer(cmds, func(runID string) { hub.Expect(commands.RunStream(runID)) })
 	auth, err := a.sdkAuth(ctx)
 	if err != nil {
 		return err
@@ -93,7 +96,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	}
 	// The stages sched dispatches run first in exec; a run's end wakes its streams at once.
 	sched := scheduler.New(a.store, a.cmds, a.queries, scheduler.Config{Logger: a.log, Runner: exec, Now: a.now(),
-		Ended: func(runID string) { hub.Notify(commands.RunStream(runID)) },
+		Ended: func(runID string) { notifyRunEnded(hub, a.cmds, runID) },
 		Lock: func(ctx context.Context, fn func(context.Context) error) error {
 			return projections.HoldLock(ctx, a.pool.Config().ConnConfig, "scheduler", fn)
 		}})
@@ -197,4 +200,16 @@ func consoleWorkers(exec *executor.Executor) func(string) []console.Worker {
 		}
 		return out
 	}
+}
+
+// notifyRunEnded wakes a run's streams at its end, ahead of the log, handing them the ended
+// state the scheduler's step left in the commands' cache so that they need not read the run
+// back; with none cached it is a bare nudge, and the streams read the run.
+func notifyRunEnded(hub *livehub.Hub, cmds *commands.Commands, runID string) {
+	st, rev, ok := commands.EndedRun(cmds.Workflows, runID)
+	if !ok {
+		hub.Notify(commands.RunStream(runID))
+		return
+	}
+	hub.NotifyEnded(commands.RunStream(runID), livehub.Ended{Revision: rev, State: st})
 }

@@ -29,14 +29,23 @@ type Hub struct {
 
 	mu       sync.Mutex
 	watchers map[string]map[*Watch]struct{}
+	// delivered holds, for the streams announced (Expect), the revision after the last record
+	// the hub delivered of each; expected lists them oldest first, to forget the oldest past
+	// maxExpected.
+	delivered map[string]uint64
+	expected  []string
 }
+
+// maxExpected bounds the streams the hub tracks for Delivered: a stream forgotten is read
+// from the store, as any stream not announced is.
+const maxExpected = 1 << 16
 
 // New returns a hub over the events store selects with filter (by category, for example).
 func New(store eventstore.Store, filter eventstore.Filter, log logrus.FieldLogger) *Hub {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
-	return &Hub{store: store, filter: filter, log: log.WithField("component", "livehub"), watchers: map[string]map[*Watch]struct{}{}}
+	return &Hub{store: store, filter: filter, log: log.WithField("component", "livehub"), watchers: map[string]map[*Watch]struct{}{}, delivered: map[string]uint64{}}
 }
 
 // Watch is one waiter's registration on a stream.
@@ -53,6 +62,16 @@ type Watch struct {
 	mu      sync.Mutex
 	recs    []eventstore.RecordedEvent
 	partial bool
+	// ended: the last Ended a writer handed the stream (NotifyEnded), until Ended takes it.
+	ended *Ended
+}
+
+// Ended is a stream's state at its end, as the writer that ended it holds it: State (whose
+// type the writer and the watcher agree on) folded to Revision. A state that no later event
+// changes may be sent as is, so a watcher that takes it need not read the stream back.
+type Ended struct {
+	Revision uint64
+	State    any
 }
 
 // maxKept bounds the records a watch holds between two Records: a run's step writes a few
@@ -104,6 +123,19 @@ func (w *Watch) add(rec *eventstore.RecordedEvent) {
 	w.mu.Unlock()
 }
 
+// Ended takes the end a writer handed the stream (NotifyEnded) since the last call, if any.
+// The watch's records stay complete either way: a watcher that cannot use it folds them.
+func (w *Watch) Ended() (Ended, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.ended
+	w.ended = nil
+	if e == nil {
+		return Ended{}, false
+	}
+	return *e, true
+}
+
 // Close unregisters the watch at once, freeing it.
 func (w *Watch) Close() {
 	h := w.hub
@@ -133,10 +165,64 @@ func (h *Hub) Watchers() int {
 // log's tail (the scheduler when a run ends).
 func (h *Hub) Notify(stream string) { h.notify(stream, nil) }
 
+// NotifyEnded is Notify with the stream's final state, which the writer that ended it holds
+// (the scheduler at a run's end): watchers that keep records take it (Watch.Ended) instead of
+// reading the stream back, and lose no record if they do not, for the log brings them all.
+func (h *Hub) NotifyEnded(stream string, end Ended) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers[stream] {
+		if w.keep {
+			w.mu.Lock()
+			if w.ended == nil || w.ended.Revision < end.Revision {
+				w.ended = &end
+			}
+			w.mu.Unlock()
+		}
+		select {
+		case w.c <- struct{}{}:
+		default: // a notice is pending already
+		}
+	}
+}
+
+// Expect has the hub track, from now on, which of stream's records it has delivered
+// (Delivered). Call it before the stream's first record is written (a run's trigger): a
+// watcher that registers later and finds nothing delivered past a state it holds knows that
+// every record after that state is yet to come to it, and need not read the stream.
+func (h *Hub) Expect(stream string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.delivered[stream]; ok {
+		return
+	}
+	if len(h.expected) >= maxExpected {
+		delete(h.delivered, h.expected[0])
+		h.expected = h.expected[1:]
+	}
+	h.delivered[stream] = 0
+	h.expected = append(h.expected, stream)
+}
+
+// Delivered reports the revision after the last record of stream the hub has delivered (0:
+// none), for a stream announced with Expect and not forgotten since; false otherwise. Watch
+// the stream first: what the hub delivers after Delivered answers goes to the watch.
+func (h *Hub) Delivered(stream string) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, ok := h.delivered[stream]
+	return next, ok
+}
+
 // notify wakes stream's watchers, handing rec to those that keep records.
 func (h *Hub) notify(stream string, rec *eventstore.RecordedEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if rec != nil {
+		if next, ok := h.delivered[stream]; ok && rec.Revision >= next {
+			h.delivered[stream] = rec.Revision + 1
+		}
+	}
 	for w := range h.watchers[stream] {
 		w.add(rec)
 		select {

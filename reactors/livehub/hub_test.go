@@ -186,3 +186,60 @@ func TestWatchRecordsPastTheBoundAreIncomplete(t *testing.T) {
 		t.Fatalf("40 records were kept whole past the bound (%d kept)", len(recs))
 	}
 }
+
+func TestNotifyEndedHandsTheEndAndKeepsTheRecordsWhole(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	w, plain := hub.WatchRecords("thing-a"), hub.Watch("thing-a")
+	defer w.Close()
+	defer plain.Close()
+	hub.NotifyEnded("thing-a", livehub.Ended{Revision: 4, State: "four"})
+	hub.NotifyEnded("thing-a", livehub.Ended{Revision: 3, State: "three"}) // an older end is not kept over a newer
+	<-w.C
+	<-plain.C // a plain watch is woken too, and reads the store as on any nudge
+	end, ok := w.Ended()
+	if !ok || end.Revision != 4 || end.State != "four" {
+		t.Fatalf("Ended = %+v, %v; want revision 4", end, ok)
+	}
+	if _, ok := w.Ended(); ok {
+		t.Fatal("an end was taken twice")
+	}
+	if _, ok := plain.Ended(); ok {
+		t.Fatal("a plain watch kept an end")
+	}
+	// Unlike Notify's bare nudge, an end leaves the records whole: a watcher that cannot use
+	// it folds what the log brings.
+	if _, complete := w.Records(); !complete {
+		t.Fatal("records after an end were reported incomplete")
+	}
+}
+
+func TestDeliveredTracksTheStreamsExpected(t *testing.T) {
+	env := testenv.New(t)
+	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hub.Expect("thing-a")
+	if next, ok := hub.Delivered("thing-a"); !ok || next != 0 {
+		t.Fatalf("Delivered before any record = %d, %v; want 0, true", next, ok)
+	}
+	w := hub.Watch("thing-b") // thing-b is not expected: the hub keeps nothing of it
+	defer w.Close()
+	appendTo(t, env.Store, "thing-a")
+	appendTo(t, env.Store, "thing-a")
+	appendTo(t, env.Store, "thing-b")
+	<-w.C // the hub hands records on in log order: thing-a's two are delivered
+	if next, ok := hub.Delivered("thing-a"); !ok || next != 2 {
+		t.Fatalf("Delivered after two records = %d, %v; want 2, true", next, ok)
+	}
+	if _, ok := hub.Delivered("thing-b"); ok {
+		t.Fatal("a stream never expected is tracked")
+	}
+	hub.Expect("thing-a") // again: what was delivered stays known
+	if next, _ := hub.Delivered("thing-a"); next != 2 {
+		t.Fatalf("Expect again reset Delivered to %d", next)
+	}
+}

@@ -89,6 +89,10 @@ type Scheduler struct {
 	// for nothing (take).
 	woken   map[string]bool
 	settled map[string]bool
+	// running holds, by execution, the facts the log brought about a stage execution while
+	// the runner had it (start): its charge commit, when the runner answers, may have stepped
+	// the run with them already. They are dropped if it has, and stepped if not.
+	running map[string][]run.Fact
 	// early are the runs woken while this instance did not schedule, stepped when it starts.
 	early map[string]bool
 	// started holds the runs Wake was given, as their trigger's commit left them, until their
@@ -173,7 +177,7 @@ func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Q
 	cfg.setDefaults()
 	return &Scheduler{store: store, cmds: cmds, queries: queries, opts: cfg, log: cfg.Logger.WithField("component", "scheduler"),
 		slots: make(chan struct{}, cfg.Concurrency), queued: map[string][]run.Fact{}, busy: map[string]bool{},
-		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{},
+		deadlines: map[string]bool{}, woken: map[string]bool{}, settled: map[string]bool{}, running: map[string][]run.Fact{},
 		early: map[string]bool{}, started: map[string]wokenRun{}, fresh: map[string]bool{}, fromLog: map[string]bool{}, queueEnded: map[string][]string{}, queueBusy: map[string]bool{},
 		armed: map[dueWait]bool{}, fired: map[dueWait]time.Time{}, rearm: make(chan struct{}, 1)}
 }
@@ -301,18 +305,31 @@ func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
 		}
 		s.background(ctx, func() { s.runEnded(ctx, e.RunID, rec.Revision) })
 	case execution.Started:
-		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, false) {
-			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At})
-		}
+		s.takeFact(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactStarted, Attempt: e.Attempt, At: e.At}, false)
 	case execution.Completed:
-		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, true) {
-			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactCompleted, Attempt: e.Attempt,
-				Output: e.Output, Usage: e.TotalUsage, At: e.At})
-		}
+		s.takeFact(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactCompleted, Attempt: e.Attempt,
+			Output: e.Output, Usage: e.TotalUsage, At: e.At}, true)
 	case execution.Failed:
-		if e.RunID != "" && !s.seen(s.settled, e.ExecutionID, true) {
-			s.enqueue(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactFailed, Attempt: e.Attempt, Error: e.Error, At: e.At})
-		}
+		s.takeFact(ctx, e.RunID, run.Fact{ExecutionID: e.ExecutionID, Kind: run.FactFailed, Attempt: e.Attempt, Error: e.Error, At: e.At}, true)
+	}
+}
+
+// takeFact steps runID with a fact the log brought about one of its stage executions, unless
+// a step took it from the runner already (settled; last forgets the execution), or the runner
+// has the execution still (running): the fact then waits for the runner's answer (runFirst).
+func (s *Scheduler) takeFact(ctx context.Context, runID string, f run.Fact, last bool) {
+	if runID == "" {
+		return
+	}
+	s.mu.Lock()
+	if held, ok := s.running[f.ExecutionID]; ok {
+		s.running[f.ExecutionID] = append(held, f)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	if !s.seen(s.settled, f.ExecutionID, last) {
+		s.enqueue(ctx, runID, f)
 	}
 }
 
@@ -546,10 +563,7 @@ func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) e
 			if alone(st, stage) {
 				first.Step = &commands.StageStep{RunID: st.ID}
 			}
-			if end, ok := r.TryRunFirst(ctx, first); ok && end.Status.Terminal() {
-				s.mu.Lock()
-				remember(s.settled, end.ID)
-				s.mu.Unlock()
+			if end, ok := s.runFirst(ctx, r, first); ok && end.Status.Terminal() {
 				if first.Step != nil && first.Step.Written {
 					s.stepped(ctx, &first.Step.After, first.Step.Dispatched)
 					return nil
@@ -560,6 +574,37 @@ func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) e
 		}
 	}
 	return s.cmds.Workflows.SubmitStage(ctx, st, stage)
+}
+
+// runFirst has the runner run a stage's execution first, holding what the log brings about it
+// meanwhile (takeFact): its charge commit may step the run before the log tells this process
+// of it, and a step for a fact already recorded costs a read of the run. When the runner
+// settles the execution, the held facts are dropped (and later ones too: settled); when it
+// does not, they are stepped as if they had just come.
+func (s *Scheduler) runFirst(ctx context.Context, r commands.Runner, first commands.FirstRun) (execution.State, bool) {
+	id := first.State.ID
+	s.mu.Lock()
+	_, dup := s.running[id]
+	if !dup {
+		s.running[id] = nil
+	}
+	s.mu.Unlock()
+	end, ok := r.TryRunFirst(ctx, first)
+	if dup {
+		return end, ok // another start holds its facts: it steps or drops them
+	}
+	settled := ok && end.Status.Terminal()
+	s.mu.Lock()
+	held := s.running[id]
+	delete(s.running, id)
+	if settled && !slices.ContainsFunc(held, func(f run.Fact) bool { return f.Kind != run.FactStarted }) {
+		remember(s.settled, end.ID) // its end is still to come from the log, to be dropped then
+	}
+	s.mu.Unlock()
+	if !settled && len(held) > 0 {
+		s.enqueue(ctx, first.State.RunID, held...)
+	}
+	return end, ok
 }
 
 // alone reports whether stage is the only stage of st in flight: its outcome's step can then
