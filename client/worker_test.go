@@ -95,6 +95,18 @@ func (f *fakeTasks) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// awaitReports waits until n outcomes have been reported.
+func (f *fakeTasks) awaitReports(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("not every task was reported")
+		}
+	}
+}
+
 func (f *fakeTasks) outcome(id string) map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -140,13 +152,7 @@ func TestWorkerRunsTasksAndReportsOutcomes(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	for range 4 {
-		select {
-		case <-f.done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("not every task was reported")
-		}
-	}
+	f.awaitReports(t, 4)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -263,13 +269,7 @@ func TestWorkerReportsCompletionsTogether(t *testing.T) {
 		returned.Wait()
 		<-f.held
 		close(f.gate)
-		for range n {
-			select {
-			case <-f.done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("not every task was reported")
-			}
-		}
+		f.awaitReports(t, n)
 		stop()
 		if err := <-done; err != nil {
 			t.Fatal(err)
