@@ -16,10 +16,13 @@ import (
 // name, and each message a batch of that projector's events after its checkpoint. A batch is
 // redelivered until acknowledged, so the handler sees every event in order.
 type subscriber struct {
-	engine    *Engine
-	closing   chan struct{}
-	closeOnce sync.Once
-	wg        sync.WaitGroup
+	engine  *Engine
+	closing chan struct{}
+	// mu orders Subscribe's wg.Add before Close's wg.Wait: the router closes the subscriber
+	// from a handler that has started while it may still be subscribing the others.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 }
 
 var _ message.Subscriber = (*subscriber)(nil)
@@ -30,6 +33,12 @@ func (s *subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	out := make(chan *message.Message)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(out)
+		return out, nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.wg.Add(1)
 	go func() {
@@ -49,7 +58,12 @@ func (s *subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 }
 
 func (s *subscriber) Close() error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
 }

@@ -69,3 +69,33 @@ func TestCollectEndsOnAClosedSubscription(t *testing.T) {
 		t.Fatal("collect on a closed, empty subscription reported a batch")
 	}
 }
+
+// TestSubscribeAfterCloseStartsNothing: the router may close the subscriber (from a handler
+// that has started) while it still subscribes the other handlers; a Subscribe after Close
+// ends at once and starts no feed, so Close's wait covers every feed there is.
+func TestSubscribeAfterCloseStartsNothing(t *testing.T) {
+	p := &positions{}
+	e, err := NewEngine(nil, nil, []Projector{p}, EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &subscriber{engine: e, closing: make(chan struct{})}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Subscribe(context.Background(), p.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-out:
+		if open {
+			t.Fatal("a closed subscriber delivered a message")
+		}
+	default:
+		t.Fatal("Subscribe after Close returned a channel that is not closed: a feed started after Close's wait")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}
