@@ -1,0 +1,80 @@
+package projections
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/switchyard/switchyard/domain"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/eventstore"
+)
+
+func recorded(t *testing.T, id uuid.UUID, e domain.Event) eventstore.RecordedEvent {
+	t.Helper()
+	data, err := domain.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eventstore.RecordedEvent{ID: id, Type: e.EventType(), Data: data}
+}
+
+// TestDecodeMemoAnswersOnlyForTheSameEvent: an event decoded once is answered from the memo;
+// the same ID with other bytes (another log in this process) is decoded afresh.
+func TestDecodeMemoAnswersOnlyForTheSameEvent(t *testing.T) {
+	m := newDecodeMemo(4)
+	id := uuid.New()
+	a := recorded(t, id, run.Finished{RunID: "run-a"})
+	if _, ok := m.get(a); ok {
+		t.Fatal("an empty memo answered")
+	}
+	m.put(a, run.Finished{RunID: "run-a"})
+	if e, ok := m.get(a); !ok || e.(run.Finished).RunID != "run-a" {
+		t.Fatalf("get = %v, %v; want the value put", e, ok)
+	}
+	b := recorded(t, id, run.Finished{RunID: "run-b"})
+	if _, ok := m.get(b); ok {
+		t.Fatal("the memo answered for the same ID with other bytes")
+	}
+	b.Type = "RunTriggered"
+	b.Data = a.Data
+	if _, ok := m.get(b); ok {
+		t.Fatal("the memo answered for the same ID and bytes under another type")
+	}
+}
+
+// TestDecodeMemoHoldsAtMostItsSize: the oldest entries go first once the memo is full.
+func TestDecodeMemoHoldsAtMostItsSize(t *testing.T) {
+	m := newDecodeMemo(3)
+	var evs []eventstore.RecordedEvent
+	for range 5 {
+		ev := recorded(t, uuid.New(), run.Finished{RunID: "r"})
+		evs = append(evs, ev)
+		m.put(ev, run.Finished{RunID: "r"})
+	}
+	if len(m.entries) != 3 {
+		t.Fatalf("%d entries, want 3", len(m.entries))
+	}
+	for i, ev := range evs {
+		if _, ok := m.get(ev); ok != (i >= 2) {
+			t.Fatalf("event %d held = %v, want only the last 3 held", i, ok)
+		}
+	}
+}
+
+// TestDecodeSharesOneValue: a second decode of an event returns what the first did.
+func TestDecodeSharesOneValue(t *testing.T) {
+	ev := recorded(t, uuid.New(), run.Finished{RunID: "shared"})
+	first, err := decode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Data = append([]byte(nil), ev.Data...) // another copy of the bytes, as another subscription may hold
+	second, err := decode(ev)
+	if err != nil || second.(run.Finished).RunID != first.(run.Finished).RunID {
+		t.Fatalf("second decode = %v, %v", second, err)
+	}
+	if _, ok := decoded.get(ev); !ok {
+		t.Fatal("decode did not keep the event for the other projectors")
+	}
+}
