@@ -8,7 +8,6 @@ package executor
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -25,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/configcheck"
+	"github.com/switchyard/switchyard/internal/decoded"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
@@ -231,8 +231,9 @@ func (e *Executor) Run(ctx context.Context) error {
 // submitted dispatches a submit from the log that no instance took as its own (a workflow
 // stage, or a submit accepted by an instance without an executor).
 func (e *Executor) submitted(ctx, runCtx context.Context, ev eventstore.RecordedEvent) {
-	var sub execution.Submitted
-	if err := json.Unmarshal(ev.Data, &sub); err != nil {
+	d, err := decoded.Event(ev)
+	sub, ok := d.(execution.Submitted)
+	if err != nil || !ok {
 		e.log.WithError(err).WithField("stream", ev.Stream).Warn("cannot decode a submit; a sweep will find it")
 		return
 	}

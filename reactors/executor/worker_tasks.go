@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/decoded"
 	"github.com/switchyard/switchyard/reactors/feed"
 )
 
@@ -117,8 +118,8 @@ func (f taskFact) seq() int { return f.attempt*4 + f.rank }
 func (e *Executor) taskEvent(ctx context.Context, ev eventstore.RecordedEvent) {
 	id := strings.TrimPrefix(ev.Stream, execution.Category+"-")
 	if ev.Type == (execution.Submitted{}).EventType() {
-		var sub execution.Submitted
-		if json.Unmarshal(ev.Data, &sub) == nil && sub.Transport != nil && sub.Transport.Type == execution.TransportWorker {
+		d, err := decoded.Event(ev)
+		if sub, ok := d.(execution.Submitted); err == nil && ok && sub.Transport != nil && sub.Transport.Type == execution.TransportWorker {
 			st := execution.State{}.Evolve(sub)
 			e.addTask(ctx, st)
 		}

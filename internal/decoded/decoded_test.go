@@ -1,4 +1,4 @@
-package projections
+package decoded
 
 import (
 	"testing"
@@ -19,10 +19,10 @@ func recorded(t *testing.T, id uuid.UUID, e domain.Event) eventstore.RecordedEve
 	return eventstore.RecordedEvent{ID: id, Type: e.EventType(), Data: data}
 }
 
-// TestDecodeMemoAnswersOnlyForTheSameEvent: an event decoded once is answered from the memo;
+// TestMemoAnswersOnlyForTheSameEvent: an event decoded once is answered from the memo;
 // the same ID with other bytes (another log in this process) is decoded afresh.
-func TestDecodeMemoAnswersOnlyForTheSameEvent(t *testing.T) {
-	m := newDecodeMemo(4)
+func TestMemoAnswersOnlyForTheSameEvent(t *testing.T) {
+	m := newMemo(4)
 	id := uuid.New()
 	a := recorded(t, id, run.Finished{RunID: "run-a"})
 	if _, ok := m.get(a); ok {
@@ -43,9 +43,9 @@ func TestDecodeMemoAnswersOnlyForTheSameEvent(t *testing.T) {
 	}
 }
 
-// TestDecodeMemoHoldsAtMostItsSize: the oldest entries go first once the memo is full.
-func TestDecodeMemoHoldsAtMostItsSize(t *testing.T) {
-	m := newDecodeMemo(3)
+// TestMemoHoldsAtMostItsSize: the oldest entries go first once the memo is full.
+func TestMemoHoldsAtMostItsSize(t *testing.T) {
+	m := newMemo(3)
 	var evs []eventstore.RecordedEvent
 	for range 5 {
 		ev := recorded(t, uuid.New(), run.Finished{RunID: "r"})
@@ -62,19 +62,19 @@ func TestDecodeMemoHoldsAtMostItsSize(t *testing.T) {
 	}
 }
 
-// TestDecodeSharesOneValue: a second decode of an event returns what the first did.
-func TestDecodeSharesOneValue(t *testing.T) {
+// TestEventSharesOneValue: a second decode of an event returns what the first did.
+func TestEventSharesOneValue(t *testing.T) {
 	ev := recorded(t, uuid.New(), run.Finished{RunID: "shared"})
-	first, err := decode(ev)
+	first, err := Event(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev.Data = append([]byte(nil), ev.Data...) // another copy of the bytes, as another subscription may hold
-	second, err := decode(ev)
+	second, err := Event(ev)
 	if err != nil || second.(run.Finished).RunID != first.(run.Finished).RunID {
 		t.Fatalf("second decode = %v, %v", second, err)
 	}
-	if _, ok := decoded.get(ev); !ok {
-		t.Fatal("decode did not keep the event for the other projectors")
+	if _, ok := recent.get(ev); !ok {
+		t.Fatal("Event did not keep the event for the other consumers")
 	}
 }
