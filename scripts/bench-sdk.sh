@@ -125,7 +125,11 @@ fi
 # is not one noisy pair. The serve runs only during its phase: its projectors and log tail would
 # otherwise compete with the in-process service's.
 if [ "$CACHE_WINDOW" != 0 ]; then
-	port=$((20000 + $$ % 20000))
+	# Below the kernel's ephemeral range (ip_local_port_range, 32768 up by default): a port in
+	# it may be the local end of one of the many connections the phases above opened, and the
+	# serve could not bind it.
+	port=$((20000 + $$ % 12000))
+	while (: >"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; do port=$((port + 1)); done
 	for _ in $(seq "$PAIRS"); do
 		quiesce
 		SWITCHYARD_LISTEN="127.0.0.1:${port}" SWITCHYARD_CACHE_WINDOW="$CACHE_WINDOW" \
