@@ -28,16 +28,23 @@ func Event(rec eventstore.RecordedEvent) (domain.Event, error) {
 	return e, nil
 }
 
-// recent holds the events decoded last: a few seconds of a busy log.
-var recent = newMemo(1 << 13)
+// recent holds the events decoded last: a few seconds of a busy log, in at most 16 MiB of
+// their JSON (the decoded values hold about as much again).
+var recent = newMemo(1<<13, 16<<20)
+
+// maxEntryBytes leaves an event of a large input out of the memo: its consumers decode it
+// each, rather than the memo holding on to it.
+const maxEntryBytes = 16 << 10
 
 // memo is a bounded map from event ID to decoded value, oldest out first. An entry
 // answers only for the same type and bytes, so two logs in one process (tests) cannot mix.
 type memo struct {
-	mu      sync.Mutex
-	entries map[uuid.UUID]memoEntry
-	order   []uuid.UUID // a ring: next is the oldest once it is full
-	next    int
+	mu       sync.Mutex
+	entries  map[uuid.UUID]memoEntry
+	ring     []uuid.UUID // the entries' IDs, oldest at head
+	head, n  int
+	bytes    int // the JSON the entries hold
+	maxBytes int
 }
 
 type memoEntry struct {
@@ -46,8 +53,8 @@ type memoEntry struct {
 	event domain.Event
 }
 
-func newMemo(size int) *memo {
-	return &memo{entries: make(map[uuid.UUID]memoEntry, size), order: make([]uuid.UUID, 0, size)}
+func newMemo(size, maxBytes int) *memo {
+	return &memo{entries: make(map[uuid.UUID]memoEntry, size), ring: make([]uuid.UUID, size), maxBytes: maxBytes}
 }
 
 func (m *memo) get(ev eventstore.RecordedEvent) (domain.Event, bool) {
@@ -61,17 +68,27 @@ func (m *memo) get(ev eventstore.RecordedEvent) (domain.Event, bool) {
 }
 
 func (m *memo) put(ev eventstore.RecordedEvent, e domain.Event) {
+	if len(ev.Data) > maxEntryBytes {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.entries[ev.ID]; ok {
 		return
 	}
-	if len(m.order) < cap(m.order) {
-		m.order = append(m.order, ev.ID)
-	} else {
-		delete(m.entries, m.order[m.next])
-		m.order[m.next] = ev.ID
-		m.next = (m.next + 1) % len(m.order)
+	for m.n == len(m.ring) || (m.n > 0 && m.bytes+len(ev.Data) > m.maxBytes) {
+		m.evictOldest()
 	}
+	m.ring[(m.head+m.n)%len(m.ring)] = ev.ID
+	m.n++
+	m.bytes += len(ev.Data)
 	m.entries[ev.ID] = memoEntry{typ: ev.Type, data: ev.Data, event: e}
+}
+
+func (m *memo) evictOldest() {
+	id := m.ring[m.head]
+	m.bytes -= len(m.entries[id].data)
+	delete(m.entries, id)
+	m.head = (m.head + 1) % len(m.ring)
+	m.n--
 }

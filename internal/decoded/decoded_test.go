@@ -22,7 +22,7 @@ func recorded(t *testing.T, id uuid.UUID, e domain.Event) eventstore.RecordedEve
 // TestMemoAnswersOnlyForTheSameEvent: an event decoded once is answered from the memo;
 // the same ID with other bytes (another log in this process) is decoded afresh.
 func TestMemoAnswersOnlyForTheSameEvent(t *testing.T) {
-	m := newMemo(4)
+	m := newMemo(4, 1<<20)
 	id := uuid.New()
 	a := recorded(t, id, run.Finished{RunID: "run-a"})
 	if _, ok := m.get(a); ok {
@@ -45,7 +45,7 @@ func TestMemoAnswersOnlyForTheSameEvent(t *testing.T) {
 
 // TestMemoHoldsAtMostItsSize: the oldest entries go first once the memo is full.
 func TestMemoHoldsAtMostItsSize(t *testing.T) {
-	m := newMemo(3)
+	m := newMemo(3, 1<<20)
 	var evs []eventstore.RecordedEvent
 	for range 5 {
 		ev := recorded(t, uuid.New(), run.Finished{RunID: "r"})
@@ -76,5 +76,24 @@ func TestEventSharesOneValue(t *testing.T) {
 	}
 	if _, ok := recent.get(ev); !ok {
 		t.Fatal("Event did not keep the event for the other consumers")
+	}
+}
+
+// TestMemoHoldsAtMostItsBytes: the memo forgets the oldest entries to stay within its bytes,
+// and keeps no event larger than maxEntryBytes.
+func TestMemoHoldsAtMostItsBytes(t *testing.T) {
+	one := recorded(t, uuid.New(), run.Finished{RunID: "r"})
+	m := newMemo(100, 3*len(one.Data))
+	for range 5 {
+		ev := recorded(t, uuid.New(), run.Finished{RunID: "r"})
+		m.put(ev, run.Finished{RunID: "r"})
+	}
+	if len(m.entries) != 3 || m.bytes != 3*len(one.Data) {
+		t.Fatalf("%d entries of %d bytes, want 3 of %d", len(m.entries), m.bytes, 3*len(one.Data))
+	}
+	big := eventstore.RecordedEvent{ID: uuid.New(), Type: "RunFinished", Data: make([]byte, maxEntryBytes+1)}
+	m.put(big, run.Finished{})
+	if _, ok := m.get(big); ok || len(m.entries) != 3 {
+		t.Fatal("the memo kept an event larger than maxEntryBytes")
 	}
 }
