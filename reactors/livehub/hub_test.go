@@ -20,14 +20,22 @@ func appendTo(t *testing.T, s eventstore.Store, stream string) {
 	}
 }
 
-func TestWatchersHearTheirStreamOnly(t *testing.T) {
+// startedHub is a hub over a fresh store's events that filter selects, started until the test
+// ends, and the context it runs in.
+func startedHub(t *testing.T, filter eventstore.Filter) (*testenv.Env, *livehub.Hub, context.Context) {
+	t.Helper()
 	env := testenv.New(t)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
+	hub := livehub.New(env.Store, filter, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return env, hub, ctx
+}
+
+func TestWatchersHearTheirStreamOnly(t *testing.T) {
+	env, hub, _ := startedHub(t, eventstore.Filter{Categories: []string{"thing"}})
 	a, b := hub.Watch("thing-a"), hub.Watch("thing-b")
 	appendTo(t, env.Store, "thing-a")
 	select {
@@ -56,13 +64,7 @@ func TestWatchersHearTheirStreamOnly(t *testing.T) {
 }
 
 func TestUntilWaitsForTheCondition(t *testing.T) {
-	env := testenv.New(t)
-	hub := livehub.New(env.Store, eventstore.Filter{}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	env, hub, ctx := startedHub(t, eventstore.Filter{})
 	done := make(chan error, 1)
 	go func() {
 		done <- hub.Until(ctx, "thing-x", time.Hour, func() (bool, error) {
@@ -125,13 +127,7 @@ func waitRecords(t *testing.T, w *livehub.Watch, n int) ([]eventstore.RecordedEv
 }
 
 func TestWatchRecordsHandsOverTheLogsRecordsInOrder(t *testing.T) {
-	env := testenv.New(t)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	env, hub, _ := startedHub(t, eventstore.Filter{Categories: []string{"thing"}})
 	w, plain := hub.WatchRecords("thing-a"), hub.Watch("thing-a")
 	defer w.Close()
 	defer plain.Close()
@@ -163,13 +159,7 @@ func TestWatchRecordsHandsOverTheLogsRecordsInOrder(t *testing.T) {
 }
 
 func TestWatchRecordsPastTheBoundAreIncomplete(t *testing.T) {
-	env := testenv.New(t)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	env, hub, _ := startedHub(t, eventstore.Filter{Categories: []string{"thing"}})
 	w, after := hub.WatchRecords("thing-a"), hub.Watch("thing-b")
 	defer w.Close()
 	defer after.Close()
@@ -215,13 +205,7 @@ func TestNotifyEndedHandsTheEndAndKeepsTheRecordsWhole(t *testing.T) {
 }
 
 func TestDeliveredTracksTheStreamsExpected(t *testing.T) {
-	env := testenv.New(t)
-	hub := livehub.New(env.Store, eventstore.Filter{Categories: []string{"thing"}}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	env, hub, _ := startedHub(t, eventstore.Filter{Categories: []string{"thing"}})
 	hub.Expect("thing-a")
 	if next, ok := hub.Delivered("thing-a"); !ok || next != 0 {
 		t.Fatalf("Delivered before any record = %d, %v; want 0, true", next, ok)
