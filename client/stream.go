@@ -185,7 +185,11 @@ func streamOnce[E any, P streamEvent[E]](c *Client, ctx context.Context, path, l
 			data.Reset()
 			e.setEventID(eventID)
 			got = true
-			if !emit(e, eventID) || e.Terminal() {
+			if !emit(e, eventID) {
+				return got, true, nil
+			}
+			if e.Terminal() {
+				drainEnd(rd, cancel)
 				return got, true, nil
 			}
 		case strings.HasPrefix(line, ":"): // a comment: the :ping heartbeat
@@ -207,6 +211,23 @@ func streamOnce[E any, P streamEvent[E]](c *Client, ctx context.Context, path, l
 			}
 		}
 	}
+}
+
+// streamDrainFor bounds drainEnd's wait for the end of a stream past its terminal event, and
+// streamDrainMax what it reads.
+const (
+	streamDrainFor = time.Second
+	streamDrainMax = 64 << 10
+)
+
+// drainEnd reads what is left of a stream that sent its terminal event, which the server ends
+// right after it: read to its end, the connection goes back to the client's pool for its next
+// request instead of being closed. A stream that does not end within streamDrainFor is
+// cancelled (its connection is closed then).
+func drainEnd(rd io.Reader, cancel context.CancelFunc) {
+	t := time.AfterFunc(streamDrainFor, cancel)
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(rd, streamDrainMax))
 }
 
 // waitFor follows a stream until its terminal event, within the wait timeout; open starts the

@@ -37,6 +37,9 @@ type SDKComponents struct {
 	CacheWindow time.Duration
 	// Heartbeat is SWITCHYARD_SSE_HEARTBEAT: the interval of :ping comments on streams (15s).
 	Heartbeat time.Duration
+	// InPlaceFor is how long an HTTP/1 stream is served in place before its connection is
+	// taken over (DefaultSSEInPlace when 0; at once when negative): see serveSSE.
+	InPlaceFor time.Duration
 }
 
 // Mount adds the routes to the /v1 router.

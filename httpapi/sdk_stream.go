@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -122,7 +123,7 @@ func (s *SDKComponents) stream(w http.ResponseWriter, r *http.Request) {
 		WriteDomainError(w, r, err)
 		return
 	}
-	serveSSE(w, r, sseStream{watch: watch, src: feed, first: changes, heartbeat: s.Heartbeat, name: name})
+	serveSSE(w, r, sseStream{watch: watch, src: feed, first: changes, heartbeat: s.Heartbeat, inPlaceFor: s.InPlaceFor, name: name})
 }
 
 // sseStream is one SSE response: the hub watch of the entity's stream, its source, the
@@ -132,26 +133,46 @@ type sseStream struct {
 	src       sseSource
 	first     []sseMessage
 	heartbeat time.Duration
-	name      string
+	// inPlaceFor is the stream's time in place (DefaultSSEInPlace when 0; none when negative).
+	inPlaceFor time.Duration
+	name       string
 }
+
+// DefaultSSEInPlace is how long a stream is served by the server's own connection handling
+// before serveSSE takes the connection over. Most streams follow a call or a run to its end
+// within it, and ending in place keeps the connection alive for the client's next request;
+// one still open by then is likely to idle for a while, and is cheaper taken over.
+const DefaultSSEInPlace = time.Second
+
+// streamsInPlace counts the streams served in place (StreamsInPlace).
+var streamsInPlace atomic.Int64
+
+// StreamsInPlace is the number of SSE streams open and not yet taken over (DefaultSSEInPlace).
+func StreamsInPlace() int64 { return streamsInPlace.Load() }
 
 // serveSSE sends the current state at once, then each message as it happens, with :ping
 // comments in between, until the entity ends or the client leaves. A Last-Event-ID (the id of
 // the last message the client saw) resumes: the messages after it are sent, ending with the
 // current state; the current state is always sent at once on connecting (SPEC.md 6.2). It owns
 // st.watch and closes it.
+//
+// The stream is served in place first, so one that ends soon (a call or a run the client
+// waits for) ends its response and leaves the connection open for the client's next request.
+// An HTTP/1 stream still open after its time in place (DefaultSSEInPlace) takes its connection over: an idle stream
+// is then two small goroutines (the follower and a reader that notices the client leaving)
+// instead of the server's connection goroutine, with the stack of the whole request, its
+// background reader and its buffers (docs/performance.md). HTTP/2 cannot be taken over and is
+// served in place throughout.
 func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 	ctx := r.Context()
-	watch := st.watch
-	detach := false // set when a goroutine of the stream's own takes the watch over
+	detached := false // set when the stream's own goroutine takes the watch over
 	defer func() {
-		if !detach {
-			watch.Close()
+		if !detached {
+			st.watch.Close()
 		}
 	}()
-	heartbeat := st.heartbeat
-	if heartbeat <= 0 {
-		heartbeat = DefaultSSEHeartbeat
+	if st.heartbeat <= 0 {
+		st.heartbeat = DefaultSSEHeartbeat
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -159,45 +180,6 @@ func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 	h.Set("X-Accel-Buffering", "no")
 	first := fmt.Appendf(nil, "retry: %d\n\n", sseRetryMs)
 	first = appendMessages(first, resumeFrom(st.first, r.Header.Get("Last-Event-ID")))
-	terminal := st.src.terminal()
-	// An HTTP/1 stream takes its connection over: an idle stream is then two small goroutines
-	// (the follower and a reader that notices the client leaving) instead of the server's
-	// connection goroutine, with the stack of the whole request, its background reader and
-	// its buffers (docs/performance.md). HTTP/2 cannot be taken over and is served in place.
-	if !terminal {
-		if conn, ok := hijack(w); ok {
-			h.Set("Connection", "close")
-			head := []byte("HTTP/1.1 200 OK\r\n")
-			var hb strings.Builder
-			_ = h.Write(&hb)
-			head = append(append(append(head, hb.String()...), "\r\n"...), first...)
-			out := connWriter{conn}
-			if out.write(head) != nil {
-				conn.Close()
-				watch.Close()
-				return
-			}
-			fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			gone := make(chan struct{})
-			go func() {
-				defer close(gone)
-				var buf [64]byte
-				for {
-					if _, err := conn.Read(buf[:]); err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer cancel()
-				defer conn.Close()
-				defer watch.Close()
-				follow(fctx, st.name, st.src, watch, heartbeat, gone, out.write)
-			}()
-			detach = true
-			return
-		}
-	}
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	out := func(b []byte) error {
@@ -206,27 +188,108 @@ func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 		}
 		return rc.Flush()
 	}
-	if out(first) != nil || terminal {
+	if out(first) != nil || st.src.terminal() {
 		return
 	}
-	follow(ctx, st.name, st.src, watch, heartbeat, ctx.Done(), out)
+	var handover <-chan time.Time
+	if r.ProtoMajor == 1 {
+		d := st.inPlaceFor
+		if d == 0 {
+			d = DefaultSSEInPlace
+		}
+		t := time.NewTimer(max(d, 0))
+		defer t.Stop()
+		handover = t.C
+	}
+	streamsInPlace.Add(1)
+	open := follow(ctx, st, ctx.Done(), handover, out)
+	streamsInPlace.Add(-1)
+	if open {
+		detached = takeOver(w, r, st)
+	}
 }
 
-// hijack takes the connection of an HTTP/1 request over.
-func hijack(w http.ResponseWriter) (net.Conn, bool) {
+// takeOver goes on with an HTTP/1 stream whose headers and first messages were sent in place,
+// on the connection taken over from the server, in goroutines of its own; it reports false
+// when the connection cannot be taken over. The response keeps its framing: chunked for
+// HTTP/1.1, ended by its last chunk, after which the connection goes back to the server for
+// the client's next request (ConnReturn) or, when it cannot, is closed.
+func takeOver(w http.ResponseWriter, r *http.Request, st sseStream) bool {
+	conn, clean, ok := hijack(w)
+	if !ok {
+		return false
+	}
+	out := connWriter{conn: conn, chunked: r.ProtoAtLeast(1, 1)}
+	returns := connReturnFrom(r.Context())
+	fctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	gone := make(chan struct{})
+	var stray atomic.Bool // the client sent bytes mid-stream: its connection is not reused
+	go func() {
+		defer close(gone)
+		var buf [64]byte
+		for {
+			n, err := conn.Read(buf[:])
+			if n > 0 {
+				stray.Store(true)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer cancel()
+		defer st.watch.Close()
+		follow(fctx, st, gone, nil, out.write)
+		if !st.src.terminal() || !out.chunked || !clean || !returns.taking() {
+			// Without its last chunk the client does not keep the connection, which could
+			// be closed under its next request.
+			conn.Close()
+			return
+		}
+		// Stop the reader before the last chunk: once the client has it, the bytes it sends
+		// are its next request, for the server to read.
+		_ = conn.SetReadDeadline(time.Unix(1, 0))
+		<-gone
+		if stray.Load() || out.end() != nil || conn.SetDeadline(time.Time{}) != nil || !returns.give(detachSlot(conn)) {
+			conn.Close()
+		}
+	}()
+	return true
+}
+
+// hijack takes the connection of an HTTP/1 request over; clean is false when the server had
+// read bytes past the request (a pipelined request), which would be lost with its buffers.
+func hijack(w http.ResponseWriter) (conn net.Conn, clean, ok bool) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
-	_ = brw // nothing further is read from the request; its buffers go
-	return conn, true
+	return conn, brw.Reader.Buffered() == 0, true
 }
 
-// connWriter writes to a taken-over connection, each write bounded so that a client that
-// stopped reading cannot hold the stream forever.
-type connWriter struct{ conn net.Conn }
+// connWriter writes a taken-over stream's messages, each as one chunk when chunked.
+type connWriter struct {
+	conn    net.Conn
+	chunked bool
+}
 
 func (c connWriter) write(b []byte) error {
+	if c.chunked {
+		b = append(append(fmt.Appendf(nil, "%x\r\n", len(b)), b...), "\r\n"...)
+	}
+	return c.send(b)
+}
+
+// end ends a chunked response with its last chunk.
+func (c connWriter) end() error {
+	if !c.chunked {
+		return nil
+	}
+	return c.send([]byte("0\r\n\r\n"))
+}
+
+func (c connWriter) send(b []byte) error {
 	if err := c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil {
 		return err
 	}
@@ -235,29 +298,32 @@ func (c connWriter) write(b []byte) error {
 }
 
 // follow sends each message as it happens, and a :ping every heartbeat, until the entity ends
-// or the client is gone.
-func follow(ctx context.Context, name string, feed sseSource, watch *livehub.Watch, heartbeat time.Duration, gone <-chan struct{}, out func([]byte) error) {
-	ping := time.NewTicker(heartbeat)
+// or the client is gone, or handover fires (nil: never): it then reports true, the stream
+// still open.
+func follow(ctx context.Context, st sseStream, gone <-chan struct{}, handover <-chan time.Time, out func([]byte) error) bool {
+	ping := time.NewTicker(st.heartbeat)
 	defer ping.Stop()
 	for {
 		select {
 		case <-gone:
-			return
+			return false
+		case <-handover:
+			return true
 		case <-ping.C:
 			if out([]byte(":ping\n\n")) != nil {
-				return
+				return false
 			}
-		case <-watch.C:
-			changes, err := feed.advance(ctx)
+		case <-st.watch.C:
+			changes, err := st.src.advance(ctx)
 			if err != nil {
-				LoggerFrom(ctx).WithError(err).WithField("stream", name).Warn("SSE stream: cannot read updates")
-				return // the client reconnects with Last-Event-ID and loses nothing
+				LoggerFrom(ctx).WithError(err).WithField("stream", st.name).Warn("SSE stream: cannot read updates")
+				return false // the client reconnects with Last-Event-ID and loses nothing
 			}
 			if len(changes) > 0 && out(appendMessages(nil, changes)) != nil {
-				return
+				return false
 			}
-			if feed.terminal() {
-				return
+			if st.src.terminal() {
+				return false
 			}
 		}
 	}

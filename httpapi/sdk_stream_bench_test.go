@@ -122,7 +122,13 @@ func runSSEBench(b *testing.B, n, samples int) {
 	}
 	wg.Wait()
 	openTime := time.Since(started)
-	idle := childStats(b, child.url)
+	// A stream is served in place for its first second (httpapi.DefaultSSEInPlace): the idle
+	// cost is that of streams taken over.
+	var idle benchStats
+	testenv.Eventually(b, time.Minute, "every stream taken over", func() bool {
+		idle = childStats(b, child.url)
+		return idle.inPlace == 0
+	})
 	perStream := float64(idle.heap+idle.stack-base.heap-base.stack) / float64(n)
 
 	// Fan-out: claim samples, SSE_BENCH_PARALLEL (default 1) at a time; latency is from the
@@ -192,6 +198,7 @@ type benchStats struct {
 	heap, stack, rss uint64
 	goroutines       int
 	watchers         int
+	inPlace          int64 // streams not yet taken over
 }
 
 func childStats(b *testing.B, url string) benchStats {
@@ -204,11 +211,12 @@ func childStats(b *testing.B, url string) benchStats {
 		Heap, Stack, RSS uint64
 		Goroutines       int
 		Watchers         int
+		InPlace          int64
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		b.Fatal(err)
 	}
-	return benchStats{s.Heap, s.Stack, s.RSS, s.Goroutines, s.Watchers}
+	return benchStats{s.Heap, s.Stack, s.RSS, s.Goroutines, s.Watchers, s.InPlace}
 }
 
 // openRawStream connects, sends a signed stream request and reads up to the first event.
@@ -290,7 +298,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		json.NewEncoder(w).Encode(map[string]any{"Heap": ms.HeapInuse, "Stack": ms.StackInuse, "RSS": rss(),
-			"Goroutines": runtime.NumGoroutine(), "Watchers": hub.Watchers()})
+			"Goroutines": runtime.NumGoroutine(), "Watchers": hub.Watchers(), "InPlace": httpapi.StreamsInPlace()})
 	})
 	server.Router.HandleFunc("/bench/claim", func(w http.ResponseWriter, r *http.Request) {
 		_, err := env.Cmds.Attempts.ClaimExecution(r.Context(), r.URL.Query().Get("id"), "bench",

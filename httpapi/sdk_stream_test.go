@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,9 +59,17 @@ type sdkStack struct {
 	ws    string
 	key   commands.APIKeyMinted
 	cl    *client.Client
+	dials atomic.Int64 // connections the stack's client (cl) dialled
 }
 
 func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
+	t.Helper()
+	return newSDKStackInPlace(t, heartbeat, 0)
+}
+
+// newSDKStackInPlace is newSDKStack whose streams are served in place for inPlace
+// (SDKComponents.InPlaceFor); the stack counts the connections its server accepts.
+func newSDKStackInPlace(t *testing.T, heartbeat, inPlace time.Duration) *sdkStack {
 	t.Helper()
 	env := testenv.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,10 +112,18 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
 		RatePerSecond: 10000, Burst: 10000, Logger: log})
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
-	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Auth: auth, Heartbeat: heartbeat}).Mount(server.V1)
-	srv := httptest.NewServer(server.Handler())
-	t.Cleanup(srv.Close)
-	s := &sdkStack{env: env, hub: hub, srv: srv, gates: g}
+	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: reg, Hub: hub, Auth: auth, Heartbeat: heartbeat,
+		InPlaceFor: inPlace}).Mount(server.V1)
+	s := &sdkStack{env: env, hub: hub, gates: g}
+	s.srv = httptest.NewUnstartedServer(server.Handler())
+	returns := httpapi.NewConnReturn(nil)
+	s.srv.Config.ConnContext = returns.ConnContext
+	s.srv.Start()
+	go func() { _ = s.srv.Config.Serve(returns) }()
+	t.Cleanup(func() {
+		returns.Close()
+		s.srv.Close()
+	})
 	s.ws, s.key, s.cl = s.newKey(t)
 	return s
 }
@@ -116,7 +135,14 @@ func (s *sdkStack) newKey(t *testing.T) (string, commands.APIKeyMinted, *client.
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(s.srv.URL, key.APIKey, key.APISecret)
+	var d net.Dialer
+	counted := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s.dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(counted.CloseIdleConnections)
+	cl, err := client.New(s.srv.URL, key.APIKey, key.APISecret,
+		client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: counted}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +257,15 @@ func (s *sdkStack) waitRunning(t *testing.T, id string) {
 	})
 }
 
+// TestExecutionStream runs on streams served in place (they end within their time in place)
+// and on streams whose connection is taken over at once: a client sees them alike.
 func TestExecutionStream(t *testing.T) {
-	s := newSDKStack(t, 50*time.Millisecond)
+	t.Run("in place", func(t *testing.T) { testExecutionStream(t, 0) })
+	t.Run("taken over", func(t *testing.T) { testExecutionStream(t, -1) })
+}
+
+func testExecutionStream(t *testing.T, inPlace time.Duration) {
+	s := newSDKStackInPlace(t, 50*time.Millisecond, inPlace)
 	ctx := context.Background()
 
 	t.Run("updates arrive in order and the stream closes after the terminal one", func(t *testing.T) {
@@ -283,8 +316,9 @@ func TestExecutionStream(t *testing.T) {
 		if got != "CREATED,RUNNING,COMPLETED" && got != "RUNNING,COMPLETED" {
 			t.Fatalf("statuses %s", got)
 		}
-		if m, ok := c.next(t); ok && m.data != "" {
-			t.Fatalf("a message after the terminal event: %+v", m)
+		// The response ends cleanly after it (chunked: its last chunk), nothing else in it.
+		if rest, err := io.ReadAll(c.rd); err != nil || strings.Contains(string(rest), "data:") {
+			t.Fatalf("after the terminal event: %q, %v; want a clean end", rest, err)
 		}
 	})
 
@@ -489,5 +523,43 @@ func TestSubmitRefusesUnstorableText(t *testing.T) {
 		if after := count(); after != before {
 			t.Fatalf("%s: the refused submit appended %d events", tc.field, after-before)
 		}
+	}
+}
+
+// A stream that ends within its time in place ends its response and leaves the connection
+// to the client; one taken over gives the connection back to the server after the end of its
+// response. Either way a client waiting for one call after another by stream dials once,
+// where taking each stream's connection over and closing it made it dial for every call.
+func TestStreamsLeaveTheirConnectionToTheClient(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		inPlace time.Duration
+	}{{"ended in place", 0}, {"taken over", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSDKStackInPlace(t, time.Second, c.inPlace)
+			ctx := context.Background()
+			const calls = 5
+			for i := range calls {
+				gate := "keep-" + strconv.Itoa(i)
+				id := s.submit(t, client.SubmitRequest{Module: "test.gate", Input: map[string]string{"gate": gate}})
+				s.waitRunning(t, id)
+				var statuses []string
+				for e, err := range s.cl.StreamExecution(ctx, id, nil) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					statuses = append(statuses, e.Status)
+					if e.Status == "RUNNING" {
+						s.gates.open(gate) // the stream is open, and not ended
+					}
+				}
+				if strings.Join(statuses, ",") != "RUNNING,COMPLETED" {
+					t.Fatalf("call %d: statuses %v", i, statuses)
+				}
+			}
+			if got := s.dials.Load(); got != 1 {
+				t.Fatalf("the client dialled %d times for %d calls waited for by stream, want once", got, calls)
+			}
+		})
 	}
 }

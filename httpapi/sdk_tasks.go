@@ -112,7 +112,7 @@ func (s *SDKTasks) poll(w http.ResponseWriter, r *http.Request) {
 	// then one small goroutine (a reader that notices the client leaving) and an entry on the
 	// task board, instead of the server's connection goroutine with the request's stack and
 	// buffers.
-	if conn, ok := hijack(w); ok {
+	if conn, _, ok := hijack(w); ok {
 		go waitPoll(conn, w.Header().Clone(), r, s.Tasks, p)
 		return
 	}
@@ -162,7 +162,7 @@ func writePollAnswer(conn net.Conn, header http.Header, r *http.Request, tasks [
 	fmt.Fprintf(&head, "HTTP/1.1 %d %s\r\n", rec.status, http.StatusText(rec.status))
 	_ = rec.header.Write(&head)
 	head.WriteString("\r\n")
-	out := connWriter{conn}
+	out := connWriter{conn: conn}
 	if out.write(append([]byte(head.String()), rec.body.Bytes()...)) != nil && len(tasks) > 0 {
 		LoggerFrom(r.Context()).WithField("tasks", len(tasks)).Warn("a poll's answer did not reach its worker; its leases run out")
 	}

@@ -33,6 +33,9 @@ type SDKWorkflows struct {
 	Auth    *SDKAuth
 	// Heartbeat is the interval of :ping comments on run streams (15s).
 	Heartbeat time.Duration
+	// InPlaceFor is how long an HTTP/1 stream is served in place before its connection is
+	// taken over (DefaultSSEInPlace when 0; at once when negative): see serveSSE.
+	InPlaceFor time.Duration
 }
 
 // Mount adds the routes to the /v1 router.
@@ -317,7 +320,7 @@ func (s *SDKWorkflows) stream(w http.ResponseWriter, r *http.Request) {
 		allowed(w, caller, feed.state.WorkflowID)
 		return
 	}
-	serveSSE(w, r, sseStream{watch: watch, src: feed, first: first, heartbeat: s.Heartbeat, name: name})
+	serveSSE(w, r, sseStream{watch: watch, src: feed, first: first, heartbeat: s.Heartbeat, inPlaceFor: s.InPlaceFor, name: name})
 }
 
 // runFeed folds a run's stream for its SSE stream. It sends the state reached at the end of

@@ -96,3 +96,13 @@ func (c *slotConn) Close() error {
 	c.release()
 	return err
 }
+
+// detachSlot frees the slot of a taken-over stream's connection that goes on serving other
+// requests, and returns the connection without its slot.
+func detachSlot(conn net.Conn) net.Conn {
+	if c, ok := conn.(*slotConn); ok {
+		c.release()
+		return c.Conn
+	}
+	return conn
+}

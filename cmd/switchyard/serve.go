@@ -121,6 +121,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		return fmt.Errorf("listen on %s (SWITCHYARD_LISTEN): %w", a.cfg.Listen, err)
 	}
 	hs := newHTTPServer(srv.Handler(), a.cfg.ReadTimeout)
+	// Streams taken over give their connections back here once they end (httpapi.ConnReturn).
+	returns := httpapi.NewConnReturn(ln.Addr())
+	hs.ConnContext = returns.ConnContext
 	g, gctx := errgroup.WithContext(ctx)
 	// The projection engine outlives the reactors: it stops after their drain has been
 	// projected (settleProjections), so a clean stop leaves no read model behind the log.
@@ -156,6 +159,12 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		}
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := hs.Serve(returns); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve connections given back: %w", err)
 		}
 		return nil
 	})
