@@ -38,6 +38,10 @@ type TriggerWorkflow struct {
 	// BodyHash in 24 hours to the runs of the first (run_trigger_key.go).
 	IdempotencyKey string
 	BodyHash       string
+	// Claim, when set, is the signed request's use-once claim on its signature. A trigger of
+	// one run without an Idempotency-Key takes it in the run's commit (one round trip fewer);
+	// any other takes it before its first commit (RequestClaim).
+	Claim *RequestClaim
 }
 
 // TriggeredRun is one entry of the trigger response.
@@ -62,13 +66,20 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if err != nil {
 		return nil, err // before any run or key binding is written
 	}
+	planned := plannedRuns(wf.Definition)
+	if c.IdempotencyKey != "" || len(planned) != 1 {
+		// The key's binding, or the first of several runs, is a commit the claim does not
+		// ride in: it is taken before it.
+		if err := c.Claim.Settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
 		return h.startRuns(ctx, c, wf, key, bound, err)
 	}
 	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return nil, err
 	}
-	planned := plannedRuns(wf.Definition)
 	if c.IdempotencyKey != "" {
 		planned, err = h.bindTriggerKey(ctx, c, planned)
 	}
@@ -99,7 +110,7 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 		if h.announce != nil {
 			h.announce(r.RunID)
 		}
-		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, func(s run.State) ([]domain.Event, error) {
+		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, c.Claim, func(s run.State) ([]domain.Event, error) {
 			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, key, edgeCondition(ctx), h.now())
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {

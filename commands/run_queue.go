@@ -73,14 +73,16 @@ func checkConcurrencyKey(src string) error {
 // same commit, so the queue holds every such run, in trigger order, whatever stops when; a
 // run without one is appended exactly as before, one stream and one commit.
 func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run.State) ([]domain.Event, error)) (run.State, error) {
-	st, _, err := triggerRunStepped(ctx, h, runID, false, decide)
+	st, _, err := triggerRunStepped(ctx, h, runID, false, nil, decide)
 	return st, err
 }
 
 // triggerRunStepped is triggerRun that, with stepFirst, writes a run without a concurrency
 // with its first step in the trigger's commit (firstStep), and returns the module stages
-// that commit dispatched, for the caller to hand to the scheduler (Workflows.wake).
-func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirst bool, decide func(run.State) ([]domain.Event, error)) (run.State, []run.Stage, error) {
+// that commit dispatched, for the caller to hand to the scheduler (Workflows.wake). The
+// trigger's commit takes claim, the signed request's (ErrReplayed when another request holds
+// it, and nothing is written); nil takes none.
+func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirst bool, claim *RequestClaim, decide func(run.State) ([]domain.Event, error)) (run.State, []run.Stage, error) {
 	events, err := decide(run.State{})
 	if err != nil {
 		return run.State{}, nil, err
@@ -95,19 +97,8 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 		if stepFirst {
 			events, dispatched = firstStep(ctx, h, events)
 		}
-		first := true
-		st, _, err := executeCached(ctx, h, RunStream(runID), runAgg, func(s run.State) ([]domain.Event, error) {
-			if first && !s.Exists {
-				first = false
-				return events, nil
-			}
-			return decide(s) // the run exists: ErrAlreadyExists
-		})
+		st, err := appendNewRun(ctx, h, runID, events, claim, eventstore.StreamAppend{})
 		return st, dispatched, err
-	}
-	runData, err := encodeEvents(ctx, events)
-	if err != nil {
-		return run.State{}, nil, err
 	}
 	joinData, err := encodeEvents(ctx, []domain.Event{join})
 	if err != nil {
@@ -115,21 +106,44 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 	}
 	// The queue's stream is appended to at Any: joins of one key do not conflict with each
 	// other, and their commit order is the queue's order.
-	res, err := h.store.AppendMulti(ctx,
-		eventstore.StreamAppend{Stream: RunStream(runID), Expected: eventstore.NoStream(), Events: runData},
+	st, err := appendNewRun(ctx, h, runID, events, claim,
 		eventstore.StreamAppend{Stream: QueueStream(join.QueueID), Expected: eventstore.Any(), Events: joinData})
+	return st, nil, err
+}
+
+// appendNewRun appends the first events of run runID, with also (a part of another stream,
+// when it names one) in the same commit, which takes claim; domain.ErrAlreadyExists when the
+// run exists, ErrReplayed when another request holds the claim. The run's id is new, so its
+// stream is not read first.
+func appendNewRun(ctx context.Context, h *Workflows, runID string, events []domain.Event, claim *RequestClaim, also eventstore.StreamAppend) (run.State, error) {
+	runData, err := encodeEvents(ctx, events)
+	if err != nil {
+		return run.State{}, err
+	}
+	parts := []eventstore.StreamAppend{{Stream: RunStream(runID), Expected: eventstore.NoStream(), Events: runData}}
+	if c, ok := claim.carried(); ok {
+		parts[0].Claims = []eventstore.Claim{c}
+	}
+	if also.Stream != "" {
+		parts = append(parts, also)
+	}
+	res, err := h.store.AppendMulti(ctx, parts...)
+	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
+		return run.State{}, fmt.Errorf("trigger run %s: %w", runID, ErrReplayed)
+	}
 	if isConflict(err) {
-		return run.State{}, nil, domain.ErrAlreadyExists
+		return run.State{}, domain.ErrAlreadyExists
 	}
 	if err != nil {
-		return run.State{}, nil, fmt.Errorf("trigger run %s: %w", runID, err)
+		return run.State{}, fmt.Errorf("trigger run %s: %w", runID, err)
 	}
+	claim.committed()
 	var st run.State
 	for _, e := range events {
 		st.Apply(e)
 	}
 	h.cache.put(RunStream(runID), loaded[run.State]{state: st, revision: res[0].NextRevision, exists: true})
-	return st.Clone(), nil, nil
+	return st.Clone(), nil
 }
 
 // firstStep appends to a new run's trigger events the run's first step (the dispatch of what

@@ -69,7 +69,7 @@ func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun
 	if err := w.checkBalance(ctx, c.WorkspaceID, passCost(w.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return started, false, err
 	}
-	st, dispatched, err := triggerRunStepped(ctx, w, c.RunID, true, func(s run.State) ([]domain.Event, error) {
+	st, dispatched, err := triggerRunStepped(ctx, w, c.RunID, true, nil, func(s run.State) ([]domain.Event, error) {
 		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, key, edgeCondition(ctx), w.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {

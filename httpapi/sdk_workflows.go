@@ -48,7 +48,7 @@ func (s *SDKWorkflows) Mount(v1 *mux.Router) {
 	v1.Handle("/sdk/workflows/executions/{runId}/rerun", s.Auth.Route(1, http.HandlerFunc(s.rerun))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/executions/{runId}/replay-callback", s.Auth.Route(1, http.HandlerFunc(s.replayNotify))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/bulk/{bulkId}", s.Auth.Route(1, http.HandlerFunc(s.getBulk))).Methods(http.MethodGet)
-	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger))).Methods(http.MethodPost)
+	v1.Handle("/sdk/workflows/{workflowId}", s.Auth.Route(1, http.HandlerFunc(s.trigger), ClaimInCommit)).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/runs/bulk", s.Auth.Route(1, http.HandlerFunc(s.bulk))).Methods(http.MethodPost)
 	v1.Handle("/sdk/workflows/{workflowId}/components/{componentId}", s.Auth.Route(1, http.HandlerFunc(s.updateComponent))).Methods(http.MethodPost)
 	s.mountSchedules(v1)
@@ -97,7 +97,8 @@ func (s *SDKWorkflows) trigger(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(body)
 	runs, err := s.Cmds.Workflows.TriggerWorkflow(r.Context(), commands.TriggerWorkflow{WorkspaceID: caller.WorkspaceID,
-		WorkflowID: id, APIKeyID: caller.KeyID, Input: input, IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:])})
+		WorkflowID: id, APIKeyID: caller.KeyID, Input: input, IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:]),
+		Claim: requestClaimFrom(r.Context())}) // taken in the run's commit
 	if errors.Is(err, run.ErrTriggerKeyReused) {
 		WriteError(w, http.StatusConflict, "Idempotency-Key was already used with a different workflow or request body")
 		return

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/httpapi"
 )
 
@@ -118,4 +121,68 @@ func sendAgain(t *testing.T, req *http.Request, body string) (*http.Response, []
 	t.Helper()
 	req.Body = io.NopCloser(strings.NewReader(body))
 	return send(t, req)
+}
+
+// A trigger of one run leaves its signature to the run's commit, as a submit does: the guard
+// is not asked. Sent again to another instance, which has not seen it, the copy is refused by
+// that commit's claim, and no second run is written. A trigger of several runs, or with an
+// Idempotency-Key, commits before its runs (the key's binding, the first run): it takes its
+// signature first, and its copy is refused all the same.
+func TestTriggersLeaveTheirSignatureToTheirCommit(t *testing.T) {
+	guard := &ownedGuard{owners: map[[32]byte]string{}}
+	opts := httpapi.SDKAuthConfig{Replay: guard, ClaimsInCommits: true}
+	s := newGuardStack(t, opts)
+	other := mountGuardStack(t, s.core, opts)
+	ws := s.core.env.Workspace(t, 100)
+	key := s.key(t, ws)
+	one := slowWorkflow(t, s, ws, "one trigger")
+	two, err := s.core.env.Cmds.Workflows.CreateWorkflow(context.Background(), commands.CreateWorkflow{WorkspaceID: ws,
+		Definition: workflow.Definition{Name: "two triggers",
+			Components: []workflow.Component{{ID: "api", Module: workflow.ModuleTrigger}, {ID: "hook", Module: workflow.ModuleTrigger},
+				{ID: "work", Module: "core.delay", Config: json.RawMessage(`{"ms":10000}`)}},
+			Edges: []workflow.Edge{{From: "api", To: "work"}, {From: "hook", To: "work"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, workflow, idempotencyKey string
+		// runs a trigger starts; Takes of the guard so far: the trigger's own and its copy's
+		// when the trigger takes its signature before committing, none when its commit does
+		runs, taken int
+	}{
+		{"one run", one, "", 1, 0},
+		{"two runs", two.ID, "", 2, 2},
+		{"an Idempotency-Key", one, "k-1", 1, 4},
+	}
+	for _, c := range cases {
+		before := countTriggered(t, s)
+		req := s.request(t, key, http.MethodPost, "/v1/sdk/workflows/"+c.workflow, `{"n":1}`)
+		if c.idempotencyKey != "" {
+			req.Header.Set("Idempotency-Key", c.idempotencyKey)
+		}
+		replay := req.Clone(context.Background())
+		replay.URL.Host = strings.TrimPrefix(other.srv.URL, "http://")
+		if resp, body := sendAgain(t, req, `{"n":1}`); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: trigger: %d %s", c.name, resp.StatusCode, body)
+		}
+		if resp, body := sendAgain(t, replay, `{"n":1}`); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s: the same signed trigger sent to another instance: %d %s, want 401", c.name, resp.StatusCode, body)
+		}
+		if got := countTriggered(t, s) - before; got != c.runs {
+			t.Fatalf("%s: %d runs written by a trigger and its replay, want %d", c.name, got, c.runs)
+		}
+		if seen, taken := guard.calls(); seen != 0 || taken != c.taken {
+			t.Fatalf("%s: the guard was asked %d times by Seen and %d by Take, want 0 and %d", c.name, seen, taken, c.taken)
+		}
+	}
+}
+
+// countTriggered counts the runs in the log.
+func countTriggered(t *testing.T, s *guardStack) int {
+	t.Helper()
+	var n int
+	if err := s.core.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE type = 'RunTriggered'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

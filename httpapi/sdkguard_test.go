@@ -31,7 +31,13 @@ type guardStack struct {
 // the event store's), with the database as the one readiness check.
 func newGuardStack(t *testing.T, opts httpapi.SDKAuthConfig) *guardStack {
 	t.Helper()
-	core := newTestCore(t, true)
+	return mountGuardStack(t, newTestCore(t, true), opts)
+}
+
+// mountGuardStack is newGuardStack on core: two stacks on one core are two instances of the
+// service sharing a database, each with its own SDKAuth.
+func mountGuardStack(t *testing.T, core testCore, opts httpapi.SDKAuthConfig) *guardStack {
+	t.Helper()
 	opts.Lookup = httpapi.LookupFromStore(core.env.Cmds.Workspaces.APIKey)
 	opts.Logger = core.log
 	if opts.RatePerSecond == 0 {
