@@ -132,7 +132,63 @@ func StepWith(s State, facts []Fact, ev Eval, now time.Time) ([]domain.Event, []
 			events = append(events, e)
 		}
 	}
-	return c.proceed(events, ev, now)
+	return c.proceed(startsInEnds(events), ev, now)
+}
+
+// startsInEnds leaves out of events each StageStarted whose stage ends later in them, and
+// gives its attempt to the end instead: a stage whose start and end are recorded together
+// (a call the runner ran to its end, the usual case) then writes one event, not two, and
+// folds to the same state.
+func startsInEnds(events []domain.Event) []domain.Event {
+	end := map[string]int{} // stage id -> index of its end in events
+	for i, e := range events {
+		if id, ok := endedStage(e); ok {
+			end[id] = i
+		}
+	}
+	attempt := map[string]int{} // stage id -> the attempt its left-out start recorded
+	for i, e := range events {
+		if st, ok := e.(StageStarted); ok && end[st.StageID] > i {
+			attempt[st.StageID] = st.Attempt
+		}
+	}
+	if len(attempt) == 0 {
+		return events
+	}
+	out := make([]domain.Event, 0, len(events))
+	for i, e := range events {
+		switch e := e.(type) {
+		case StageStarted:
+			if end[e.StageID] > i {
+				continue
+			}
+		case StageCompleted:
+			if a, ok := attempt[e.StageID]; ok {
+				e.Attempt = a
+				out = append(out, e)
+				continue
+			}
+		case StageFailed:
+			if a, ok := attempt[e.StageID]; ok {
+				e.Attempt = a
+				out = append(out, e)
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// endedStage is the stage e ends, if it ends one.
+func endedStage(e domain.Event) (string, bool) {
+	switch e := e.(type) {
+	case StageCompleted:
+		return e.StageID, true
+	case StageFailed:
+		return e.StageID, true
+	}
+	return "", false
 }
 
 // proceed advances c, a clone the caller owns with events already applied, as far as it can go.

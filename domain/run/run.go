@@ -155,9 +155,12 @@ type StageCompleted struct {
 	Conditions map[string]bool `json:"conditions,omitempty"`
 	// Wait says what ended a WAIT stage ("time", "signal", "approval", "timeout"); SignalID
 	// names the signal whose payload is Output.
-	Wait     string    `json:"wait,omitempty"`
-	SignalID string    `json:"signalId,omitempty"`
-	At       time.Time `json:"at"`
+	Wait     string `json:"wait,omitempty"`
+	SignalID string `json:"signalId,omitempty"`
+	// Attempt is the attempt that ended, when its StageStarted was left out for being
+	// written with this event (startsInEnds); 0 otherwise.
+	Attempt int       `json:"attempt,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // EventType names the event in the log.
@@ -169,8 +172,10 @@ type StageFailed struct {
 	StageID string          `json:"stageId"`
 	Error   json.RawMessage `json:"error"`
 	// Wait is "timeout" for a WAIT stage that timed out with onTimeout "fail".
-	Wait string    `json:"wait,omitempty"`
-	At   time.Time `json:"at"`
+	Wait string `json:"wait,omitempty"`
+	// Attempt is as StageCompleted's.
+	Attempt int       `json:"attempt,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // EventType names the event in the log.

@@ -217,6 +217,50 @@ func TestRetriedAttemptShowsOnTheStage(t *testing.T) {
 	}
 }
 
+// A start recorded with its stage's end is written as the end alone, which carries its
+// attempt: the written events fold to the state the step decided on. A start alone (a call
+// still running) is written as it is.
+func TestAStartWrittenWithItsEndIsFoldedIntoIt(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		h := start(t, def(t, linear), `{}`)
+		st := h.step()[0]
+		end := done(st, `{}`)
+		if failed {
+			end = run.Fact{ExecutionID: st.ExecutionID, Kind: run.FactFailed, Attempt: 3, Error: json.RawMessage(`{"code":"x"}`), At: t0}
+		}
+		facts := []run.Fact{{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 2, At: t0},
+			{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 3, At: t0}, end}
+		events, _ := run.Step(h.s, facts, cond, t0.Add(time.Second))
+		var attempt int
+		for _, e := range events {
+			switch e := e.(type) {
+			case run.StageStarted:
+				t.Fatalf("failed %v: a start written with its end: %+v", failed, e)
+			case run.StageCompleted:
+				attempt = e.Attempt
+			case run.StageFailed:
+				attempt = e.Attempt
+			}
+		}
+		if attempt != 3 {
+			t.Fatalf("failed %v: the end carries attempt %d, want the last start's 3", failed, attempt)
+		}
+		h.apply(events)
+		if got, _ := h.s.Stage(st.ID); got.Attempt != 3 || !got.Status.Terminal() {
+			t.Fatalf("failed %v: stage folded from the events written: %+v", failed, got)
+		}
+	}
+	h := start(t, def(t, linear), `{}`)
+	st := h.step()[0]
+	events, _ := run.Step(h.s, []run.Fact{{ExecutionID: st.ExecutionID, Kind: run.FactStarted, Attempt: 1, At: t0}}, cond, t0)
+	if len(events) != 1 {
+		t.Fatalf("a start alone wrote %v, want its StageStarted", events)
+	}
+	if _, ok := events[0].(run.StageStarted); !ok {
+		t.Fatalf("a start alone wrote %T, want run.StageStarted", events[0])
+	}
+}
+
 func TestStepLeavesItsInputStateAlone(t *testing.T) {
 	h := start(t, def(t, loop), `{"items": [1, 2, 3]}`)
 	before := len(h.s.Stages)

@@ -208,7 +208,9 @@ func (s *State) Apply(e domain.Event) {
 			s.Signals = slices.DeleteFunc(s.Signals, func(g Signal) bool { return g.ID == ev.SignalID })
 		}
 	case StageFailed:
-		if s.change(ev.StageID, ev.At, func(st *Stage) { st.Status, st.Error = StageStatusFailed, ev.Error }) && !s.iterationFailed(ev.StageID) {
+		if s.change(ev.StageID, ev.At, func(st *Stage) {
+			st.Status, st.Error, st.Attempt = StageStatusFailed, ev.Error, max(st.Attempt, ev.Attempt)
+		}) && !s.iterationFailed(ev.StageID) {
 			s.Failed++
 		}
 		delete(s.waits, ev.StageID)
@@ -340,6 +342,7 @@ func (s *State) complete(ev StageCompleted) {
 	ok := s.change(ev.StageID, ev.At, func(st *Stage) {
 		st.Status, st.Output, st.Error, st.CreditUsage = StageStatusCompleted, ev.Output, nil, ev.CreditUsage
 		st.Conditions = ev.Conditions
+		st.Attempt = max(st.Attempt, ev.Attempt)
 	})
 	if !ok {
 		return
