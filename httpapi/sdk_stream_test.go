@@ -419,21 +419,7 @@ func testExecutionStream(t *testing.T, inPlace time.Duration) {
 	})
 
 	t.Run("client StreamExecution and WaitForResult", func(t *testing.T) {
-		id := s.submit(t, client.SubmitRequest{Module: "test.gate", Input: map[string]string{"gate": "client"}})
-		s.waitRunning(t, id)
-		var statuses []string
-		for e, err := range s.cl.StreamExecution(ctx, id, nil) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			statuses = append(statuses, e.Status)
-			if e.Status == "RUNNING" {
-				s.gates.open("client")
-			}
-		}
-		if strings.Join(statuses, ",") != "RUNNING,COMPLETED" {
-			t.Fatalf("statuses %v", statuses)
-		}
+		id := s.streamGated(t, "client")
 		res, err := s.cl.WaitForResult(ctx, id, nil)
 		if err != nil || res.Status != "COMPLETED" || string(res.Output) != `{"opened":"client"}` {
 			t.Fatalf("WaitForResult: %v %+v", err, res)
@@ -537,29 +523,36 @@ func TestStreamsLeaveTheirConnectionToTheClient(t *testing.T) {
 	}{{"ended in place", 0}, {"taken over", -1}} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSDKStackInPlace(t, time.Second, c.inPlace)
-			ctx := context.Background()
 			const calls = 5
 			for i := range calls {
-				gate := "keep-" + strconv.Itoa(i)
-				id := s.submit(t, client.SubmitRequest{Module: "test.gate", Input: map[string]string{"gate": gate}})
-				s.waitRunning(t, id)
-				var statuses []string
-				for e, err := range s.cl.StreamExecution(ctx, id, nil) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					statuses = append(statuses, e.Status)
-					if e.Status == "RUNNING" {
-						s.gates.open(gate) // the stream is open, and not ended
-					}
-				}
-				if strings.Join(statuses, ",") != "RUNNING,COMPLETED" {
-					t.Fatalf("call %d: statuses %v", i, statuses)
-				}
+				s.streamGated(t, "keep-"+strconv.Itoa(i))
 			}
 			if got := s.dials.Load(); got != 1 {
 				t.Fatalf("the client dialled %d times for %d calls waited for by stream, want once", got, calls)
 			}
 		})
 	}
+}
+
+// streamGated submits a call of test.gate waiting for gate, follows it with the client's
+// StreamExecution from RUNNING, opens the gate while the stream is open, and checks the
+// stream saw RUNNING then COMPLETED; it returns the call's id.
+func (s *sdkStack) streamGated(t *testing.T, gate string) string {
+	t.Helper()
+	id := s.submit(t, client.SubmitRequest{Module: "test.gate", Input: map[string]string{"gate": gate}})
+	s.waitRunning(t, id)
+	var statuses []string
+	for e, err := range s.cl.StreamExecution(context.Background(), id, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, e.Status)
+		if e.Status == "RUNNING" {
+			s.gates.open(gate) // the stream is open, and not ended
+		}
+	}
+	if strings.Join(statuses, ",") != "RUNNING,COMPLETED" {
+		t.Fatalf("gate %s: statuses %v", gate, statuses)
+	}
+	return id
 }
