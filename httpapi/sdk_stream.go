@@ -158,11 +158,11 @@ func StreamsInPlace() int64 { return streamsInPlace.Load() }
 //
 // The stream is served in place first, so one that ends soon (a call or a run the client
 // waits for) ends its response and leaves the connection open for the client's next request.
-// An HTTP/1 stream still open after its time in place (DefaultSSEInPlace) takes its connection over: an idle stream
-// is then two small goroutines (the follower and a reader that notices the client leaving)
-// instead of the server's connection goroutine, with the stack of the whole request, its
-// background reader and its buffers (docs/performance.md). HTTP/2 cannot be taken over and is
-// served in place throughout.
+// An HTTP/1 stream still open after its time in place (DefaultSSEInPlace) takes its connection
+// over: an idle stream is then two small goroutines (the follower and a reader that notices
+// the client leaving) instead of the server's connection goroutine, with the stack of the
+// whole request, its background reader and its buffers (docs/performance.md). HTTP/2 cannot
+// be taken over and is served in place throughout.
 func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 	ctx := r.Context()
 	detached := false // set when the stream's own goroutine takes the watch over
@@ -289,6 +289,8 @@ func (c connWriter) end() error {
 	return c.send([]byte("0\r\n\r\n"))
 }
 
+// send writes b, bounded in time so that a client that stopped reading cannot hold the
+// stream forever.
 func (c connWriter) send(b []byte) error {
 	if err := c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil {
 		return err
