@@ -2,9 +2,11 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -47,8 +49,29 @@ $fn$`
 // codeCheckpointMoved is raised by projection_advance.
 const codeCheckpointMoved = "SW101"
 
-// Migrate creates the checkpoint table and every projector's live tables.
+// migrateAttempts bounds Migrate's attempts at its transaction.
+const migrateAttempts = 5
+
+// codeDeadlockDetected is PostgreSQL's deadlock_detected.
+const codeDeadlockDetected = "40P01"
+
+// Migrate creates the checkpoint table and every projector's live tables. Its transaction is
+// tried again when PostgreSQL breaks a deadlock by rolling it back: a process that migrates
+// while another already projects takes its tables' locks (an ALTER TABLE locks a table even
+// when it changes nothing) and then waits for a checkpoint row, which a projector's batch can
+// hold while it waits for one of those tables.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, projectors []Projector) error {
+	for attempt := 1; ; attempt++ {
+		err := migrate(ctx, pool, projectors)
+		var pgErr *pgconn.PgError
+		if attempt < migrateAttempts && errors.As(err, &pgErr) && pgErr.Code == codeDeadlockDetected {
+			continue
+		}
+		return err
+	}
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, projectors []Projector) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Two processes migrating at once would race on CREATE TABLE IF NOT EXISTS.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey("projections:migrate")); err != nil {
