@@ -82,6 +82,27 @@ func migrateWaitingStages(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
+// applyDispatched moves a run's row on for a dispatch: EXECUTING once dispatched, and one
+// more open stage for each stage that runs (a skipped one completes at once).
+func applyDispatched(tx *Tx, e run.StagesDispatched) {
+	tx.Exec(`UPDATE runs SET status = 'EXECUTING', updated_at = $2 WHERE id = $1 AND status = 'CREATED'`, e.RunID, e.At)
+	tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
+	if open := openedBy(e); open > 0 {
+		tx.Exec(`UPDATE runs SET open_stages = open_stages + $2 WHERE id = $1`, e.RunID, open)
+	}
+}
+
+// openedBy counts the stages of a dispatch that run.
+func openedBy(e run.StagesDispatched) int32 {
+	open := int32(0)
+	for _, d := range e.Stages {
+		if !d.Skipped {
+			open++
+		}
+	}
+	return open
+}
+
 // countWaitsSQL sets the waiting_stages of runs $1 from run_waits, after a transaction's
 // statements on run_waits: an insert may find its row there and a delete none, so the count is
 // taken, not moved.
@@ -105,17 +126,7 @@ func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 	case run.Admitted:
 		tx.Exec(`UPDATE runs SET queue_id = NULL, updated_at = GREATEST(updated_at, $2) WHERE id = $1`, e.RunID, e.At)
 	case run.StagesDispatched:
-		tx.Exec(`UPDATE runs SET status = 'EXECUTING', updated_at = $2 WHERE id = $1 AND status = 'CREATED'`, e.RunID, e.At)
-		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
-		open := 0
-		for _, d := range e.Stages {
-			if !d.Skipped {
-				open++
-			}
-		}
-		if open > 0 {
-			tx.Exec(`UPDATE runs SET open_stages = open_stages + $2 WHERE id = $1`, e.RunID, open)
-		}
+		applyDispatched(tx, e)
 	case run.StageStarted:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)
 	case run.StageCompleted:
@@ -124,6 +135,9 @@ func (Runs) Apply(ctx context.Context, tx *Tx, ev eventstore.RecordedEvent) erro
 		if e.Wait != "" {
 			tx.Exec(`DELETE FROM run_waits WHERE stage_id = $1`, e.StageID)
 			tx.Exec(countWaitsSQL, []string{e.RunID})
+		}
+		if e.Then != nil {
+			applyDispatched(tx, *e.Then)
 		}
 	case run.StageFailed:
 		tx.Exec(`UPDATE runs SET updated_at = $2 WHERE id = $1 AND updated_at < $2`, e.RunID, e.At)

@@ -97,13 +97,7 @@ func (c *runChange) apply(e any) {
 			c.createdUpdated = &at
 		}
 		c.raise(e.At)
-		open := int32(0)
-		for _, d := range e.Stages {
-			if !d.Skipped {
-				open++
-			}
-		}
-		if open > 0 {
+		if open := openedBy(e); open > 0 {
 			c.add(open)
 		}
 	case run.StageStarted:
@@ -111,6 +105,9 @@ func (c *runChange) apply(e any) {
 	case run.StageCompleted:
 		c.raise(e.At)
 		c.done()
+		if e.Then != nil {
+			c.apply(*e.Then)
+		}
 	case run.StageFailed:
 		c.raise(e.At)
 		c.done()

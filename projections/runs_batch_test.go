@@ -52,28 +52,36 @@ func runEvents(t *testing.T, rng *rand.Rand, n int, existing []string, unknown s
 			evs = append(evs, run.Admitted{RunID: id, QueueID: "q", At: tick()})
 		}
 		var open []string
+		dispatch := func() run.StagesDispatched {
+			var ds []run.Dispatch
+			for range 1 + rng.IntN(3) {
+				sid := uuid.NewString()
+				d := run.Dispatch{StageID: sid, ComponentID: "c", Skipped: rng.IntN(4) == 0}
+				if !d.Skipped {
+					open = append(open, sid)
+				}
+				ds = append(ds, d)
+			}
+			return run.StagesDispatched{RunID: id, Stages: ds, At: tick()}
+		}
 		for range rng.IntN(6) {
 			switch r := rng.IntN(7); {
 			case r < 2 || len(open) == 0:
-				var ds []run.Dispatch
-				for range 1 + rng.IntN(3) {
-					sid := uuid.NewString()
-					d := run.Dispatch{StageID: sid, ComponentID: "c", Skipped: rng.IntN(4) == 0}
-					if !d.Skipped {
-						open = append(open, sid)
-					}
-					ds = append(ds, d)
-				}
-				evs = append(evs, run.StagesDispatched{RunID: id, Stages: ds, At: tick()})
+				evs = append(evs, dispatch())
 			case r == 2:
 				evs = append(evs, run.StageStarted{RunID: id, StageID: open[0], Attempt: 1, At: tick()})
 			case r == 3:
 				until := tick().Add(time.Hour)
 				evs = append(evs, run.StageWaiting{RunID: id, StageID: open[0], WaitingFor: run.WaitingFor{Kind: "for", Until: &until}, At: tick()})
 			case r == 4:
-				evs = append(evs, run.StageCompleted{RunID: id, StageID: open[0], Output: json.RawMessage(`{}`),
-					Wait: []string{"", "time"}[rng.IntN(2)], At: tick()})
+				end := run.StageCompleted{RunID: id, StageID: open[0], Output: json.RawMessage(`{}`),
+					Wait: []string{"", "time"}[rng.IntN(2)], At: tick()}
 				open = open[1:]
+				if rng.IntN(2) == 0 { // the dispatch it led to, written inside it
+					d := dispatch()
+					end.Then = &d
+				}
+				evs = append(evs, end)
 			case r == 5:
 				evs = append(evs, run.StageFailed{RunID: id, StageID: open[0], Error: json.RawMessage(`{}`), At: tick()})
 				open = open[1:]

@@ -132,7 +132,26 @@ func StepWith(s State, facts []Fact, ev Eval, now time.Time) ([]domain.Event, []
 			events = append(events, e)
 		}
 	}
-	return c.proceed(startsInEnds(events), ev, now)
+	events, dispatched := c.proceed(startsInEnds(events), ev, now)
+	return dispatchesInEnds(events), dispatched
+}
+
+// dispatchesInEnds writes each StagesDispatched that directly follows a StageCompleted inside
+// it (StageCompleted.Then): the dispatch a stage's end leads to is then one event with the
+// end, not two, and folds to the same state, the end applied first.
+func dispatchesInEnds(events []domain.Event) []domain.Event {
+	out := make([]domain.Event, 0, len(events))
+	for _, e := range events {
+		if d, ok := e.(StagesDispatched); ok && len(out) > 0 {
+			if end, ok := out[len(out)-1].(StageCompleted); ok && end.Then == nil {
+				end.Then = &d
+				out[len(out)-1] = end
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // startsInEnds leaves out of events each StageStarted whose stage ends later in them, and

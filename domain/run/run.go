@@ -161,6 +161,9 @@ type StageCompleted struct {
 	// written with this event (startsInEnds); 0 otherwise.
 	Attempt int       `json:"attempt,omitempty"`
 	At      time.Time `json:"at"`
+	// Then is the dispatch that this end led to in the same step, written inside it rather
+	// than as an event of its own (dispatchesInEnds): the fold applies it after the end.
+	Then *StagesDispatched `json:"then,omitempty"`
 }
 
 // EventType names the event in the log.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -258,6 +259,33 @@ func TestAStartWrittenWithItsEndIsFoldedIntoIt(t *testing.T) {
 	}
 	if _, ok := events[0].(run.StageStarted); !ok {
 		t.Fatalf("a start alone wrote %T, want run.StageStarted", events[0])
+	}
+}
+
+// The dispatch a stage's end leads to is written inside the end (StageCompleted.Then), and
+// the written events fold to the state the same events fold to written one by one.
+func TestADispatchIsWrittenInTheEndBeforeIt(t *testing.T) {
+	h := start(t, def(t, linear), `{"x": 1}`)
+	a := h.step()[0]
+	events, dispatched := run.Step(h.s, []run.Fact{done(a, `{"x":1}`)}, cond, t0.Add(time.Second))
+	if len(events) != 1 || len(dispatched) != 1 {
+		t.Fatalf("the end of a with the dispatch of b: %d events %v, %d dispatched", len(events), events, len(dispatched))
+	}
+	end, ok := events[0].(run.StageCompleted)
+	if !ok || end.Then == nil || len(end.Then.Stages) != 1 || end.Then.Stages[0].StageID != dispatched[0].ID {
+		t.Fatalf("want a's end carrying b's dispatch: %+v", events[0])
+	}
+	split := h.s.Clone()
+	then := *end.Then
+	end.Then = nil
+	split.Apply(end)
+	split.Apply(then)
+	h.apply(events)
+	if !reflect.DeepEqual(h.s.Detail(), split.Detail()) || h.s.UpdatedAt != then.At || h.s.Pending != split.Pending {
+		t.Fatalf("folded with the dispatch inside the end:\n%+v\nwritten one by one:\n%+v", h.s.Detail(), split.Detail())
+	}
+	if b, _ := h.s.Stage(dispatched[0].ID); b.Status != run.StageStatusCreated || !b.DispatchedAt.Equal(then.At) {
+		t.Fatalf("b after the fold: %+v", b)
 	}
 }
 

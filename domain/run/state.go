@@ -207,6 +207,9 @@ func (s *State) Apply(e domain.Event) {
 		if ev.SignalID != "" {
 			s.Signals = slices.DeleteFunc(s.Signals, func(g Signal) bool { return g.ID == ev.SignalID })
 		}
+		if ev.Then != nil {
+			s.Apply(*ev.Then)
+		}
 	case StageFailed:
 		if s.change(ev.StageID, ev.At, func(st *Stage) {
 			st.Status, st.Error, st.Attempt = StageStatusFailed, ev.Error, max(st.Attempt, ev.Attempt)
@@ -384,6 +387,9 @@ func eventTime(e domain.Event) time.Time {
 	case StageStarted:
 		return ev.At
 	case StageCompleted:
+		if ev.Then != nil {
+			return ev.Then.At
+		}
 		return ev.At
 	case StageFailed:
 		return ev.At
