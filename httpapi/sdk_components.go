@@ -38,7 +38,7 @@ type SDKComponents struct {
 	// Heartbeat is SWITCHYARD_SSE_HEARTBEAT: the interval of :ping comments on streams (15s).
 	Heartbeat time.Duration
 	// InPlaceFor is how long an HTTP/1 stream is served in place before its connection is
-	// taken over (DefaultSSEInPlace when 0; at once when negative): see serveSSE.
+	// taken over; 0, the default, takes it over at once (see serveSSE).
 	InPlaceFor time.Duration
 }
 

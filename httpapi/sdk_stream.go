@@ -133,21 +133,15 @@ type sseStream struct {
 	src       sseSource
 	first     []sseMessage
 	heartbeat time.Duration
-	// inPlaceFor is the stream's time in place (DefaultSSEInPlace when 0; none when negative).
+	// inPlaceFor is the stream's time in place before it is taken over (none when 0).
 	inPlaceFor time.Duration
 	name       string
 }
 
-// DefaultSSEInPlace is how long a stream is served by the server's own connection handling
-// before serveSSE takes the connection over. Most streams follow a call or a run to its end
-// within it, and ending in place keeps the connection alive for the client's next request;
-// one still open by then is likely to idle for a while, and is cheaper taken over.
-const DefaultSSEInPlace = time.Second
-
 // streamsInPlace counts the streams served in place (StreamsInPlace).
 var streamsInPlace atomic.Int64
 
-// StreamsInPlace is the number of SSE streams open and not yet taken over (DefaultSSEInPlace).
+// StreamsInPlace is the number of SSE streams open and not yet taken over.
 func StreamsInPlace() int64 { return streamsInPlace.Load() }
 
 // serveSSE sends the current state at once, then each message as it happens, with :ping
@@ -156,13 +150,15 @@ func StreamsInPlace() int64 { return streamsInPlace.Load() }
 // current state; the current state is always sent at once on connecting (SPEC.md 6.2). It owns
 // st.watch and closes it.
 //
-// The stream is served in place first, so one that ends soon (a call or a run the client
-// waits for) ends its response and leaves the connection open for the client's next request.
-// An HTTP/1 stream still open after its time in place (DefaultSSEInPlace) takes its connection
-// over: an idle stream is then two small goroutines (the follower and a reader that notices
-// the client leaving) instead of the server's connection goroutine, with the stack of the
-// whole request, its background reader and its buffers (docs/performance.md). HTTP/2 cannot
-// be taken over and is served in place throughout.
+// An HTTP/1 stream sends its headers and first messages in place (chunked), then takes its
+// connection over after its time in place (none by default): an idle stream is then two small
+// goroutines (the follower and a reader that notices the client leaving) instead of the
+// server's connection goroutine, with the stack of the whole request, its background reader
+// and its buffers (docs/performance.md). Serving streams in place for a second kept about 3 KiB
+// more an idle stream, past the 16 KiB target. A stream that ends cleanly gives its
+// connection back to the server for the client's next request (ConnReturn), so a client
+// waiting for call after call by stream dials once. HTTP/2 cannot be taken over and is served
+// in place throughout.
 func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 	ctx := r.Context()
 	detached := false // set when the stream's own goroutine takes the watch over
@@ -193,11 +189,7 @@ func serveSSE(w http.ResponseWriter, r *http.Request, st sseStream) {
 	}
 	var handover <-chan time.Time
 	if r.ProtoMajor == 1 {
-		d := st.inPlaceFor
-		if d == 0 {
-			d = DefaultSSEInPlace
-		}
-		t := time.NewTimer(max(d, 0))
+		t := time.NewTimer(max(st.inPlaceFor, 0))
 		defer t.Stop()
 		handover = t.C
 	}
@@ -219,43 +211,61 @@ func takeOver(w http.ResponseWriter, r *http.Request, st sseStream) bool {
 	if !ok {
 		return false
 	}
-	out := connWriter{conn: conn, chunked: r.ProtoAtLeast(1, 1)}
-	returns := connReturnFrom(r.Context())
+	st.first = nil // sent: an idle stream need not hold it
+	t := &takenOver{conn: conn, out: connWriter{conn: conn, chunked: r.ProtoAtLeast(1, 1)}, clean: clean,
+		returns: connReturnFrom(r.Context()), gone: make(chan struct{})}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	gone := make(chan struct{})
-	var stray atomic.Bool // the client sent bytes mid-stream: its connection is not reused
-	go func() {
-		defer close(gone)
-		var buf [64]byte
-		for {
-			n, err := conn.Read(buf[:])
-			if n > 0 {
-				stray.Store(true)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go t.read()
 	go func() {
 		defer cancel()
 		defer st.watch.Close()
-		follow(fctx, st, gone, nil, out.write)
-		if !st.src.terminal() || !out.chunked || !clean || !returns.taking() {
-			// Without its last chunk the client does not keep the connection, which could
-			// be closed under its next request.
-			conn.Close()
-			return
-		}
-		// Stop the reader before the last chunk: once the client has it, the bytes it sends
-		// are its next request, for the server to read.
-		_ = conn.SetReadDeadline(time.Unix(1, 0))
-		<-gone
-		if stray.Load() || out.end() != nil || conn.SetDeadline(time.Time{}) != nil || !returns.give(detachSlot(conn)) {
-			conn.Close()
-		}
+		follow(fctx, st, t.gone, nil, t.out.write)
+		t.end(st.src.terminal())
 	}()
 	return true
+}
+
+// takenOver is a stream's connection taken over from the server. Its goroutines block with
+// small stacks: what runs after the stream ends is in methods of its own.
+type takenOver struct {
+	conn    net.Conn
+	out     connWriter
+	clean   bool // no bytes past the request were buffered (hijack)
+	returns *ConnReturn
+	gone    chan struct{} // closed when read returns
+	stray   atomic.Bool   // the client sent bytes mid-stream: its connection is not reused
+}
+
+// read notices the client leaving (gone), and bytes it should not send yet (stray).
+func (t *takenOver) read() {
+	defer close(t.gone)
+	var buf [64]byte
+	for {
+		n, err := t.conn.Read(buf[:])
+		if n > 0 {
+			t.stray.Store(true)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// end ends the response once the stream has: a clean end (terminal) sends the last chunk and
+// gives the connection back; any other closes it without, so the client does not keep a
+// connection about to be closed under its next request.
+func (t *takenOver) end(terminal bool) {
+	if !terminal || !t.out.chunked || !t.clean || !t.returns.taking() {
+		t.conn.Close()
+		return
+	}
+	// Stop the reader before the last chunk: once the client has it, the bytes it sends are
+	// its next request, for the server to read.
+	_ = t.conn.SetReadDeadline(time.Unix(1, 0))
+	<-t.gone
+	if t.stray.Load() || t.out.end() != nil || t.conn.SetDeadline(time.Time{}) != nil || !t.returns.give(detachSlot(t.conn)) {
+		t.conn.Close()
+	}
 }
 
 // hijack takes the connection of an HTTP/1 request over; clean is false when the server had

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,6 +82,9 @@ func runSSEBench(b *testing.B, n, samples int) {
 			return false
 		}
 		child.url, child.apiKey, child.ids = raw.URL, raw.APIKey, raw.IDs
+		if slices.Contains(child.ids, "") {
+			b.Fatalf("the benchmark service failed to submit some of its %d executions (its output says why)", n)
+		}
 		child.priv, err = apikeys.ParseSecret(raw.APISecret)
 		return err == nil
 	})
@@ -122,8 +126,8 @@ func runSSEBench(b *testing.B, n, samples int) {
 	}
 	wg.Wait()
 	openTime := time.Since(started)
-	// A stream is served in place for its first second (httpapi.DefaultSSEInPlace): the idle
-	// cost is that of streams taken over.
+	// A stream is taken over once its first messages are sent: the idle cost is that of
+	// streams taken over.
 	var idle benchStats
 	testenv.Eventually(b, time.Minute, "every stream taken over", func() bool {
 		idle = childStats(b, child.url)
@@ -154,6 +158,10 @@ func runSSEBench(b *testing.B, n, samples int) {
 				return
 			}
 			var ns int64
+			if resp.StatusCode != http.StatusOK {
+				body, _ := io.ReadAll(resp.Body)
+				b.Errorf("claim of %s: %d %s", id, resp.StatusCode, body)
+			}
 			_ = json.NewDecoder(resp.Body).Decode(&ns)
 			resp.Body.Close()
 			amu.Lock()
@@ -261,7 +269,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ws := env.Workspace(t, 0)
+	ws := env.Workspace(t, int64(n)) // a core.echo submit needs its credit on hand
 	key, err := env.Cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +293,7 @@ func TestSSEBenchServerProcess(t *testing.T) {
 	}
 	wg.Wait()
 	auth := httpapi.NewSDKAuth(httpapi.SDKAuthConfig{Lookup: httpapi.LookupFromStore(env.Cmds.Workspaces.APIKey),
-		RatePerSecond: 1e9, Burst: 1e9, Logger: log})
+		RatePerSecond: 1e9, Burst: 1e9, MaxStreamsPerKey: n, Logger: log}) // one key holds every stream
 	server := httpapi.NewServer(httpapi.ServerConfig{Logger: log})
 	(&httpapi.SDKComponents{Cmds: env.Cmds, Registry: modules.Builtins(modules.BuiltinsConfig{}), Hub: hub,
 		Auth: auth, Heartbeat: httpapi.DefaultSSEHeartbeat}).Mount(server.V1)

@@ -68,7 +68,7 @@ func newSDKStack(t *testing.T, heartbeat time.Duration) *sdkStack {
 }
 
 // newSDKStackInPlace is newSDKStack whose streams are served in place for inPlace
-// (SDKComponents.InPlaceFor); the stack counts the connections its server accepts.
+// (SDKComponents.InPlaceFor; 0 takes them over at once); it counts its client's dials.
 func newSDKStackInPlace(t *testing.T, heartbeat, inPlace time.Duration) *sdkStack {
 	t.Helper()
 	env := testenv.New(t)
@@ -260,8 +260,8 @@ func (s *sdkStack) waitRunning(t *testing.T, id string) {
 // TestExecutionStream runs on streams served in place (they end within their time in place)
 // and on streams whose connection is taken over at once: a client sees them alike.
 func TestExecutionStream(t *testing.T) {
-	t.Run("in place", func(t *testing.T) { testExecutionStream(t, 0) })
-	t.Run("taken over", func(t *testing.T) { testExecutionStream(t, -1) })
+	t.Run("in place", func(t *testing.T) { testExecutionStream(t, time.Minute) })
+	t.Run("taken over", func(t *testing.T) { testExecutionStream(t, 0) })
 }
 
 func testExecutionStream(t *testing.T, inPlace time.Duration) {
@@ -520,7 +520,7 @@ func TestStreamsLeaveTheirConnectionToTheClient(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		inPlace time.Duration
-	}{{"ended in place", 0}, {"taken over", -1}} {
+	}{{"ended in place", time.Minute}, {"taken over", 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSDKStackInPlace(t, time.Second, c.inPlace)
 			const calls = 5
