@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 )
@@ -14,15 +15,58 @@ const connReturnBacklog = 256
 // their responses have ended cleanly, so that the server reads the client's next request from
 // them as from a connection it accepted: a client that followed a long stream to its end
 // keeps its connection for its next request, as after a stream served in place. The server
-// serves it beside its own listener (http.Server.Serve), and its ConnContext tells the
-// streams where to give connections back. Without one, a taken-over stream closes its
-// connection when it ends.
+// serves it beside its own listener (http.Server.Serve) once Attach has hooked it to the
+// server. Without one, a taken-over stream closes its connection when it ends.
 type ConnReturn struct {
 	addr   net.Addr
 	conns  chan net.Conn
 	done   chan struct{}
 	once   sync.Once
 	served atomic.Bool
+	// mu orders give against CloseWaiting, so that no connection is given back after it.
+	mu sync.Mutex
+	// waiting holds the connections given back on which no request has arrived yet.
+	waiting sync.Map
+}
+
+// Attach hooks l to hs: its ConnContext tells the streams where to give connections back,
+// its ConnState sees requests arrive on them, and its shutdown closes those still waiting for
+// one. http.Server.Shutdown counts a connection that has not sent a request as idle only once
+// it is 5 s old, so a client keeping a given-back connection open, as clients keep their
+// idle connections, would otherwise hold every shutdown that long.
+func (l *ConnReturn) Attach(hs *http.Server) {
+	hs.ConnContext = l.ConnContext
+	hs.ConnState = l.ConnState
+	hs.RegisterOnShutdown(l.CloseWaiting)
+}
+
+// ConnState is http.Server.ConnState: a connection given back stops waiting once a request
+// arrives on it (or it ends).
+func (l *ConnReturn) ConnState(c net.Conn, s http.ConnState) {
+	if s != http.StateNew {
+		l.waiting.Delete(c)
+	}
+}
+
+// CloseWaiting closes l and the connections given back on which no request has arrived, those
+// not yet accepted again included.
+func (l *ConnReturn) CloseWaiting() {
+	l.mu.Lock()
+	l.once.Do(func() { close(l.done) })
+	l.mu.Unlock()
+	l.waiting.Range(func(c, _ any) bool {
+		l.waiting.Delete(c)
+		_ = c.(net.Conn).Close()
+		return true
+	})
+	for {
+		select {
+		case c := <-l.conns:
+			_ = c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // NewConnReturn makes the ConnReturn of a server listening at addr.
@@ -75,13 +119,17 @@ func (l *ConnReturn) taking() bool {
 // give hands conn back to the server, or reports false when it is not taking connections
 // (or its backlog is full): the caller then closes conn.
 func (l *ConnReturn) give(conn net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if !l.taking() {
 		return false
 	}
+	l.waiting.Store(conn, struct{}{})
 	select {
 	case l.conns <- conn:
 		return true
 	default:
+		l.waiting.Delete(conn)
 		return false
 	}
 }

@@ -117,7 +117,7 @@ func newSDKStackInPlace(t *testing.T, heartbeat, inPlace time.Duration) *sdkStac
 	s := &sdkStack{env: env, hub: hub, gates: g}
 	s.srv = httptest.NewUnstartedServer(server.Handler())
 	returns := httpapi.NewConnReturn(nil)
-	s.srv.Config.ConnContext = returns.ConnContext
+	returns.Attach(s.srv.Config)
 	s.srv.Start()
 	go func() { _ = s.srv.Config.Serve(returns) }()
 	t.Cleanup(func() {
@@ -531,6 +531,21 @@ func TestStreamsLeaveTheirConnectionToTheClient(t *testing.T) {
 				t.Fatalf("the client dialled %d times for %d calls waited for by stream, want once", got, calls)
 			}
 		})
+	}
+}
+
+// A connection a stream gave back, which its client keeps open for its next request, does not
+// hold the server's shutdown: http.Server would count it idle only once 5 s old.
+func TestShutdownClosesTheConnectionsStreamsGaveBack(t *testing.T) {
+	s := newSDKStackInPlace(t, time.Second, 0)
+	s.streamGated(t, "shutdown")
+	if got := s.dials.Load(); got != 1 {
+		t.Fatalf("the client dialled %d times, want once", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := s.srv.Config.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a given-back connection open: %v", err)
 	}
 }
 

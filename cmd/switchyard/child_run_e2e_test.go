@@ -86,7 +86,7 @@ func TestChildRunsBlackBox(t *testing.T) {
 	t.Run("cancelling a parent cancels its running child", func(t *testing.T) {
 		child := svc.createWorkflow(t, ws, `{"name": "slow", "components": [
 			{"id": "t", "module": "ON_API_CALLED"},
-			{"id": "wait", "module": "core.delay", "config": {"ms": 10000}}],
+			{"id": "wait", "module": "core.delay", "config": {"ms": 5000}}],
 		  "edges": [{"from": "t", "to": "wait"}]}`)["id"].(string)
 		parent := svc.createWorkflow(t, ws, childParentDef("parent cancelled", child))["id"].(string)
 		id := c.trigger(t, parent, `{"x": 1}`)
@@ -104,7 +104,7 @@ func TestChildRunsBlackBox(t *testing.T) {
 	t.Run("a parent past its timeoutMs fails with run_timeout and cancels its running child", func(t *testing.T) {
 		child := svc.createWorkflow(t, ws, `{"name": "slower", "components": [
 			{"id": "t", "module": "ON_API_CALLED"},
-			{"id": "wait", "module": "core.delay", "config": {"ms": 10000}}],
+			{"id": "wait", "module": "core.delay", "config": {"ms": 3000}}],
 		  "edges": [{"from": "t", "to": "wait"}]}`)["id"].(string)
 		parent := svc.createWorkflow(t, ws, strings.Replace(childParentDef("parent timed out", child), `"components"`, `"timeoutMs": 1000, "components"`, 1))["id"].(string)
 		m := pollRun(t, c, c.trigger(t, parent, `{"x": 1}`), 30*time.Second, terminal)

@@ -225,7 +225,7 @@ func TestSIGKILLDuringRetryBackoffAndRunTimeout(t *testing.T) {
 		"retry": {"attempts": 3, "initialIntervalMs": 2000, "backoffCoefficient": 1}`)), `{"n": 1}`)
 	timed := c.trigger(t, create(`{"name": "deadline", "timeoutMs": 4000, "components": [
 		{"id": "t", "module": "ON_API_CALLED"},
-		{"id": "slow", "module": "core.delay", "config": {"ms": 10000}}],
+		{"id": "slow", "module": "core.delay", "config": {"ms": 5000}}],
 	  "edges": [{"from": "t", "to": "slow"}]}`), "")
 	var exec string
 	pollRun(t, c, retried, 30*time.Second, func(m map[string]any) bool {

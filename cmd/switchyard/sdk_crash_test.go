@@ -84,14 +84,24 @@ func auditTotal(t *testing.T, c *cli, workspaceID string) float64 {
 	return rep.Folded.Total
 }
 
+// restartOffset is how far ahead of the wall the clock of a service restarted after a crash
+// reads (a test build's SWITCHYARD_TEST_CLOCK_OFFSET): past every lease the killed process held
+// (core.delay's 15 s deadline and the 10 s lease margin), as if it came back after they ran
+// out, so that a crash test does not wait them out in wall time. It stays well inside the
+// signature skew window the test's clients sign in.
+const restartOffset = "SWITCHYARD_TEST_CLOCK_OFFSET=1m"
+
 // killAndRestart kills the service's serve process with SIGKILL and starts another on the same
-// database and port, returning it once it is ready.
+// database and port, its clock restartOffset ahead, returning it once it is ready.
 func (s *sdkService) killAndRestart(t *testing.T) *serveProcess {
 	t.Helper()
 	if err := s.srv.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-s.srv.done
+	if !slices.Contains(s.cli.env, restartOffset) {
+		s.cli.env = append(s.cli.env, restartOffset)
+	}
 	return s.cli.serveReady()
 }
 

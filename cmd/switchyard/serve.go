@@ -123,7 +123,7 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	hs := newHTTPServer(srv.Handler(), a.cfg.ReadTimeout)
 	// Streams taken over give their connections back here once they end (httpapi.ConnReturn).
 	returns := httpapi.NewConnReturn(ln.Addr())
-	hs.ConnContext = returns.ConnContext
+	returns.Attach(hs)
 	g, gctx := errgroup.WithContext(ctx)
 	// The projection engine outlives the reactors: it stops after their drain has been
 	// projected (settleProjections), so a clean stop leaves no read model behind the log.

@@ -103,6 +103,8 @@ func TestWebhookSurvivesSIGKILLDuringBackoff(t *testing.T) {
 		t.Fatalf("deliveries before the kill: %v (the kill came too late to test a back-off)", ids)
 	}
 
+	// It comes back after the back-off ran out, by its clock (restartOffset).
+	svc.cli.env = append(svc.cli.env, restartOffset)
 	restarted := svc.cli.serveReady()
 	m = pollExecution(t, c, id, 60*time.Second, func(m map[string]any) bool { return callbackOf(m)["deliveredAt"] != nil })
 	cb := callbackOf(m)

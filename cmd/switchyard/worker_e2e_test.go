@@ -410,12 +410,12 @@ func TestCancelledRunReachesTheWorker(t *testing.T) {
 	wf := svc.createWorkflow(t, svc.key.WorkspaceID, `{"name": "slow via worker", "components": [
 		{"id": "t", "module": "ON_API_CALLED"}, {"id": "work", "module": "acme.echo"}],
 	  "edges": [{"from": "t", "to": "work"}]}`)
-	w := startWorker(t, buildExamples(t), svc.cli.url(""), svc.key, "-module", "acme.echo", "-delay", "1h")
+	w := startWorker(t, buildExamples(t), svc.cli.url(""), svc.key, "-module", "acme.echo", "-delay", "1h", "-heartbeat", "200ms")
 	c := svc.caller(t, svc.key)
 	runID := c.trigger(t, wf["id"].(string), `{}`)
 	w.await(t, 30*time.Second, "started ")
 	mustStatus(t, c.post("/v1/sdk/workflows/executions/"+runID+"/cancel", `{"reason":"test"}`), http.StatusOK, "cancel")
-	// The example's heartbeats come every 10 s: the cancellation reaches the handler with one.
+	// The cancellation reaches the handler with the worker's next heartbeat.
 	w.await(t, 60*time.Second, "failed ")
 	if w.printed("completed ") != 0 {
 		t.Fatal("the cancelled run's task completed")

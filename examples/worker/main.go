@@ -34,36 +34,46 @@ import (
 )
 
 func main() {
-	module := flag.String("module", "acme.echo", "the workspace module whose tasks this worker runs")
-	concurrency := flag.Int("concurrency", 4, "tasks run at once")
-	id := flag.String("id", "", "worker id shown in the console (default host/pid)")
-	drain := flag.Duration("drain", 30*time.Second, "how long a shutdown waits for running tasks")
-	delay := flag.Duration("delay", 0, "how long each task works before it answers")
+	var o options
+	flag.StringVar(&o.module, "module", "acme.echo", "the workspace module whose tasks this worker runs")
+	flag.IntVar(&o.concurrency, "concurrency", 4, "tasks run at once")
+	flag.StringVar(&o.id, "id", "", "worker id shown in the console (default host/pid)")
+	flag.DurationVar(&o.drain, "drain", 30*time.Second, "how long a shutdown waits for running tasks")
+	flag.DurationVar(&o.delay, "delay", 0, "how long each task works before it answers")
+	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often a running task's lease is renewed (and a cancelled run heard of)")
 	flag.Parse()
-	if err := run(*module, *id, *concurrency, *drain, *delay); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run(module, id string, concurrency int, drain, delay time.Duration) error {
+// options are the worker's flags.
+type options struct {
+	module, id              string
+	concurrency             int
+	drain, delay, heartbeat time.Duration
+}
+
+func run(o options) error {
 	c, err := clientFromEnv()
 	if err != nil {
 		return err
 	}
 	w, err := client.NewWorker(c, client.WorkerConfig{
-		Handlers:     map[string]client.Handler{module: echo(delay)},
-		Concurrency:  concurrency,
-		WorkerID:     id,
-		DrainTimeout: drain,
-		Logf:         func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+		Handlers:          map[string]client.Handler{o.module: echo(o.delay)},
+		Concurrency:       o.concurrency,
+		WorkerID:          o.id,
+		DrainTimeout:      o.drain,
+		HeartbeatInterval: o.heartbeat,
+		Logf:              func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("worker polling for %s\n", module)
+	fmt.Printf("worker polling for %s\n", o.module)
 	if err := w.Run(ctx); err != nil {
 		return err
 	}
