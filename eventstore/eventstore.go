@@ -306,6 +306,16 @@ type Subscription interface {
 	Close()
 }
 
+// Progress is implemented by a Subscription that can tell how far it has read the log, matches
+// or not: a consumer of a sparse filter may then record that it has seen the log up to there,
+// and a later subscription from that position need not read it all again.
+type Progress interface {
+	// Scanned is a position up to which every event the filter selects has been sent on
+	// Events (the zero Position before the first read). Subscribing from it later delivers
+	// exactly the selected events after it.
+	Scanned() Position
+}
+
 // StreamTurns is implemented by a store whose writers of one stream can take turns across
 // processes. Writers that keep losing the race for one hot stream (several instances charging
 // one workspace's account) read on, decide and append within a turn that holds the stream's

@@ -61,6 +61,12 @@ func (e env) startEngineWith(t *testing.T, reg prometheus.Registerer) (*projecti
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e.run(t, eng)
+}
+
+// run runs eng until the test ends or the returned stop is called.
+func (e env) run(t *testing.T, eng *projections.Engine) (*projections.Engine, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()

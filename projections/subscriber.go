@@ -110,9 +110,10 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 		return err
 	}
 	defer sub.Close()
+	idle := s.idleWatch(ctx, p, sub, cp.Position)
 	var started time.Time
 	for {
-		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize, started.Add(s.engine.opts.BatchInterval), sleep)
+		batch, ok := collect(ctx, sub.Events(), s.engine.opts.BatchSize, started.Add(s.engine.opts.BatchInterval), sleep, idle)
 		started = time.Now()
 		if !ok {
 			if err := sub.Err(); err != nil {
@@ -126,22 +127,17 @@ func (s *subscriber) feed(ctx context.Context, p Projector, out chan<- *message.
 	}
 }
 
-// collect waits for one event; when it comes before notBefore, it pauses until then, so that
-// the events arriving meanwhile join its batch; then it takes whatever is ready, up to max.
-// The pause does not wake for each event (the subscription's buffer holds them): under load
-// that would be a wake-up per event and projector.
+// collect waits for one event (idle.next); when it comes before notBefore, it pauses until
+// then, so that the events arriving meanwhile join its batch; then it takes whatever is ready,
+// up to max. The pause does not wake for each event (the subscription's buffer holds them):
+// under load that would be a wake-up per event and projector.
 func collect(ctx context.Context, events <-chan eventstore.RecordedEvent, max int, notBefore time.Time,
-	pause func(context.Context, time.Duration) bool) ([]eventstore.RecordedEvent, bool) {
-	var batch []eventstore.RecordedEvent
-	select {
-	case ev, ok := <-events:
-		if !ok {
-			return nil, false
-		}
-		batch = append(batch, ev)
-	case <-ctx.Done():
+	pause func(context.Context, time.Duration) bool, idle idleWatch) ([]eventstore.RecordedEvent, bool) {
+	first, ok := idle.next(ctx, events)
+	if !ok {
 		return nil, false
 	}
+	batch := []eventstore.RecordedEvent{first}
 	if wait := time.Until(notBefore); wait > 0 && max > 1 && !pause(ctx, wait) {
 		return batch, true // ending: deliver fails on ctx
 	}
@@ -211,4 +207,59 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// idleWatch calls fn each time every passes while a projector waits for its next event.
+type idleWatch struct {
+	every time.Duration
+	fn    func()
+}
+
+// next waits for the next event, calling w.fn each time w.every passes without one; false when
+// events is closed or ctx ends.
+func (w idleWatch) next(ctx context.Context, events <-chan eventstore.RecordedEvent) (eventstore.RecordedEvent, bool) {
+	select {
+	case ev, ok := <-events:
+		return ev, ok
+	default:
+	}
+	var tick <-chan time.Time
+	if w.fn != nil && w.every > 0 {
+		t := time.NewTicker(w.every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			return ev, ok
+		case <-tick:
+			w.fn()
+		case <-ctx.Done():
+			return eventstore.RecordedEvent{}, false
+		}
+	}
+}
+
+// idleWatch is p's: while p waits, it records how far sub has read the log (advanceIdle), when
+// sub can tell (eventstore.Progress). from is the checkpoint p was subscribed from.
+func (s *subscriber) idleWatch(ctx context.Context, p Projector, sub eventstore.Subscription, from eventstore.Position) idleWatch {
+	prog, ok := sub.(eventstore.Progress)
+	if !ok || s.engine.opts.IdleCheckpointInterval < 0 {
+		return idleWatch{}
+	}
+	return idleWatch{every: s.engine.opts.IdleCheckpointInterval, fn: func() {
+		// Scanned first: the events it covers were sent before it was recorded, so with none
+		// waiting they were all in batches this feed delivered, and acknowledged.
+		to := prog.Scanned()
+		if len(sub.Events()) > 0 {
+			return // the next batch moves the checkpoint
+		}
+		if v, ok := s.engine.checkpoints.Load(p.Name()); ok {
+			from = v.(eventstore.Position)
+		}
+		if from.Less(to) && s.engine.advanceIdle(ctx, p.Name(), from, to) {
+			from = to
+		}
+	}}
 }

@@ -26,7 +26,7 @@ func TestCollectGathersUntilNotBefore(t *testing.T) {
 	events := make(chan eventstore.RecordedEvent, 8)
 	events <- eventstore.RecordedEvent{Revision: 0}
 	var asked time.Duration
-	batch, ok := collect(context.Background(), events, 3, time.Now().Add(time.Hour), arriving(events, 1, 4, &asked))
+	batch, ok := collect(context.Background(), events, 3, time.Now().Add(time.Hour), arriving(events, 1, 4, &asked), idleWatch{})
 	if !ok || len(batch) != 3 {
 		t.Fatalf("batch of %d events (ok %v), want 3: the first and those that arrived before notBefore, up to max", len(batch), ok)
 	}
@@ -50,7 +50,7 @@ func TestCollectAfterAnIdleIntervalDoesNotPause(t *testing.T) {
 	events <- eventstore.RecordedEvent{}
 	events <- eventstore.RecordedEvent{}
 	var asked time.Duration
-	batch, _ := collect(context.Background(), events, 500, time.Now().Add(-time.Second), arriving(events, 2, 3, &asked))
+	batch, _ := collect(context.Background(), events, 500, time.Now().Add(-time.Second), arriving(events, 2, 3, &asked), idleWatch{})
 	if asked != 0 || len(batch) != 2 {
 		t.Fatalf("paused %v, batch of %d; want no pause and the 2 ready events", asked, len(batch))
 	}
@@ -62,10 +62,10 @@ func TestCollectEndsOnAClosedSubscription(t *testing.T) {
 	events := make(chan eventstore.RecordedEvent, 2)
 	events <- eventstore.RecordedEvent{}
 	close(events)
-	if batch, ok := collect(context.Background(), events, 500, time.Now().Add(time.Hour), func(context.Context, time.Duration) bool { return true }); !ok || len(batch) != 1 {
+	if batch, ok := collect(context.Background(), events, 500, time.Now().Add(time.Hour), func(context.Context, time.Duration) bool { return true }, idleWatch{}); !ok || len(batch) != 1 {
 		t.Fatalf("batch of %d (ok %v), want the 1 sent", len(batch), ok)
 	}
-	if _, ok := collect(context.Background(), events, 500, time.Time{}, sleep); ok {
+	if _, ok := collect(context.Background(), events, 500, time.Time{}, sleep, idleWatch{}); ok {
 		t.Fatal("collect on a closed, empty subscription reported a batch")
 	}
 }

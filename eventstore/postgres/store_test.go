@@ -446,3 +446,47 @@ func TestFilteredScanHorizon(t *testing.T) {
 		t.Fatalf("implausible horizon %s", horizon)
 	}
 }
+
+// A subscription whose filter matches nothing tells how far it has read (eventstore.Progress),
+// both catching up and fed by the tail; subscribing again from there delivers the next match
+// and nothing before it.
+func TestSubscriptionTellsHowFarItHasRead(t *testing.T) {
+	pool, _ := newMigratedDB(t, 4)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	quiet := eventstore.Filter{Types: []string{"Quiet"}}
+	stored, err := st.Append(ctx, "busy-1", eventstore.NoStream(), event("A"), event("A"))
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	sub, err := st.Subscribe(ctx, eventstore.Start, quiet)
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer sub.Close()
+	prog, ok := sub.(eventstore.Progress)
+	if !ok {
+		t.Fatalf("%T does not tell how far it has read", sub)
+	}
+	waitFor(t, func() bool { return !prog.Scanned().Less(stored.Position) }) // caught up
+	live, err := st.Append(ctx, "busy-2", eventstore.NoStream(), event("B"))
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	waitFor(t, func() bool { return !prog.Scanned().Less(live.Position) }) // from the tail
+	if n := len(sub.Events()); n != 0 {
+		t.Fatalf("%d events delivered for a filter that matches none", n)
+	}
+	again, err := st.Subscribe(ctx, prog.Scanned(), eventstore.Filter{})
+	if err != nil {
+		t.Fatalf("subscribe again: %v", err)
+	}
+	defer again.Close()
+	next, err := st.Append(ctx, "busy-3", eventstore.NoStream(), event("C"))
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if got := receive(t, again, 1); got[0].Position != next.Position {
+		t.Fatalf("subscribed from the scanned position, got %s first, want %s", got[0].Position, next.Position)
+	}
+}

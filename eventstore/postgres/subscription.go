@@ -185,7 +185,7 @@ func (s *Store) Subscribe(ctx context.Context, from eventstore.Position, filter 
 		defer close(sub.events)
 		defer stop()
 		defer cancel()
-		err := s.follow(sctx, sub.events, from, filter)
+		err := s.follow(sctx, sub.events, from, filter, sub.scan)
 		switch {
 		case err != nil:
 		case sub.closed.Load(), ctx.Err() != nil:
@@ -201,11 +201,15 @@ func (s *Store) Subscribe(ctx context.Context, from eventstore.Position, filter 
 // follow feeds out until ctx ends (nil) or the log cannot be read (the error): it catches up
 // by reading the log itself, then joins the Store's shared tail (tail.go), and reads on its
 // own again whenever the tail evicts it.
-func (s *Store) follow(ctx context.Context, out chan<- eventstore.RecordedEvent, from eventstore.Position, filter eventstore.Filter) error {
+//
+// scanned is told the cursor each time it moves past a read: every selected event up to it has
+// been sent on out by then.
+func (s *Store) follow(ctx context.Context, out chan<- eventstore.RecordedEvent, from eventstore.Position, filter eventstore.Filter,
+	scanned func(eventstore.Position)) error {
 	cursor := from // every event up to cursor has been delivered or filtered out
 	for {
 		var err error
-		if cursor, err = s.catchUp(ctx, out, cursor, filter); err != nil || ctx.Err() != nil {
+		if cursor, err = s.catchUp(ctx, out, cursor, filter, scanned); err != nil || ctx.Err() != nil {
 			return err
 		}
 		m := s.tail.join(cursor, filter)
@@ -213,7 +217,7 @@ func (s *Store) follow(ctx context.Context, out chan<- eventstore.RecordedEvent,
 			continue // the tail has moved on further than it remembers: read again
 		}
 		// live ends on eviction (read on our own again) or with ctx's error (checked below).
-		cursor, _ = s.tail.live(ctx, out, m, cursor)
+		cursor, _ = s.tail.live(ctx, out, m, cursor, scanned)
 		s.tail.leave(m)
 		if ctx.Err() != nil {
 			return nil
@@ -223,7 +227,8 @@ func (s *Store) follow(ctx context.Context, out chan<- eventstore.RecordedEvent,
 
 // catchUp reads the log after cursor until a read comes back short, and returns how far it
 // got.
-func (s *Store) catchUp(ctx context.Context, out chan<- eventstore.RecordedEvent, cursor eventstore.Position, filter eventstore.Filter) (eventstore.Position, error) {
+func (s *Store) catchUp(ctx context.Context, out chan<- eventstore.RecordedEvent, cursor eventstore.Position, filter eventstore.Filter,
+	scanned func(eventstore.Position)) (eventstore.Position, error) {
 	var failingSince time.Time
 	backoff := 50 * time.Millisecond
 	for {
@@ -262,8 +267,10 @@ func (s *Store) catchUp(ctx context.Context, out chan<- eventstore.RecordedEvent
 			if cursor.Less(res.scanned) {
 				cursor = res.scanned
 			}
+			scanned(cursor)
 			return cursor, nil
 		}
+		scanned(cursor)
 	}
 }
 
@@ -307,12 +314,27 @@ type subscription struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed atomic.Bool
+	// scanned is how far follow has read (eventstore.Progress).
+	scanned atomic.Pointer[eventstore.Position]
 
 	mu  sync.Mutex
 	err error
 }
 
 func (s *subscription) Events() <-chan eventstore.RecordedEvent { return s.events }
+
+var _ eventstore.Progress = (*subscription)(nil)
+
+// Scanned implements eventstore.Progress.
+func (s *subscription) Scanned() eventstore.Position {
+	if p := s.scanned.Load(); p != nil {
+		return *p
+	}
+	return eventstore.Position{}
+}
+
+// scan records how far follow has read, after it sent what it selected up to there.
+func (s *subscription) scan(p eventstore.Position) { s.scanned.Store(&p) }
 
 func (s *subscription) Err() error {
 	s.mu.Lock()

@@ -257,7 +257,8 @@ func (h *heldWatch) observe(s *Store, heldBy uint64) {
 
 // live delivers what the tail hands m until m is evicted (the returned cursor is where the
 // subscription must read on its own from) or ctx ends.
-func (t *tail) live(ctx context.Context, out chan<- eventstore.RecordedEvent, m *tailMember, cursor eventstore.Position) (eventstore.Position, error) {
+func (t *tail) live(ctx context.Context, out chan<- eventstore.RecordedEvent, m *tailMember, cursor eventstore.Position,
+	scanned func(eventstore.Position)) (eventstore.Position, error) {
 	for {
 		select {
 		case <-m.signal:
@@ -281,6 +282,7 @@ func (t *tail) live(ctx context.Context, out chan<- eventstore.RecordedEvent, m 
 				cursor = b.to
 			}
 		}
+		scanned(cursor)
 		if evicted {
 			return cursor, nil
 		}
