@@ -51,22 +51,17 @@ func newEnv(t *testing.T) env {
 // startEngine runs an engine until the test ends or the returned stop is called.
 func (e env) startEngine(t *testing.T) (*projections.Engine, context.CancelFunc) {
 	t.Helper()
-	return e.startEngineWith(t, nil)
+	return e.startEngineWith(t, projections.EngineConfig{})
 }
 
-// startEngineWith is startEngine with the engine's metrics registered on reg.
-func (e env) startEngineWith(t *testing.T, reg prometheus.Registerer) (*projections.Engine, context.CancelFunc) {
+// startEngineWith is startEngine with cfg (its RetryBackoff 10 ms).
+func (e env) startEngineWith(t *testing.T, cfg projections.EngineConfig) (*projections.Engine, context.CancelFunc) {
 	t.Helper()
-	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond, Registerer: reg})
+	cfg.RetryBackoff = 10 * time.Millisecond
+	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.run(t, eng)
-}
-
-// run runs eng until the test ends or the returned stop is called.
-func (e env) run(t *testing.T, eng *projections.Engine) (*projections.Engine, context.CancelFunc) {
-	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
@@ -307,8 +302,8 @@ func TestOneInstancePerProjectorAndFailover(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	_, stopA := e.startEngineWith(t, regA)
-	engB, _ := e.startEngineWith(t, regB)
+	_, stopA := e.startEngineWith(t, projections.EngineConfig{Registerer: regA})
+	engB, _ := e.startEngineWith(t, projections.EngineConfig{Registerer: regB})
 	ids := e.seed(t, rand.New(rand.NewPCG(5, 6)), 1, 20)
 	e.caughtUp(t, engB)
 	n := len(projections.All())

@@ -21,7 +21,7 @@ import (
 func TestIdleProjectorsRecordHowFarTheyHaveRead(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	eng, stop := e.startIdleEngine(t, 10*time.Millisecond)
+	eng, stop := e.startEngineWith(t, projections.EngineConfig{IdleCheckpointInterval: 10 * time.Millisecond})
 	for i := range 20 { // events no projector reads
 		if _, err := e.store.Append(ctx, fmt.Sprint("noise-", i), eventstore.NoStream(),
 			eventstore.EventData{ID: uuid.New(), Type: "NoiseMade", Data: []byte(`{}`)}); err != nil {
@@ -61,19 +61,9 @@ func TestIdleProjectorsRecordHowFarTheyHaveRead(t *testing.T) {
 	}
 	stop()
 	register("after-restart@example.com")
-	eng, _ = e.startIdleEngine(t, 10*time.Millisecond)
+	eng, _ = e.startEngineWith(t, projections.EngineConfig{IdleCheckpointInterval: 10 * time.Millisecond})
 	e.caughtUp(t, eng)
 	if _, err := e.q.UserByEmail(ctx, "after-restart@example.com"); err != nil {
 		t.Fatalf("a user registered while no engine ran: %v", err)
 	}
-}
-
-// startIdleEngine is startEngine with IdleCheckpointInterval every.
-func (e env) startIdleEngine(t *testing.T, every time.Duration) (*projections.Engine, context.CancelFunc) {
-	t.Helper()
-	eng, err := projections.NewEngine(e.pool, e.store, projections.All(), projections.EngineConfig{RetryBackoff: 10 * time.Millisecond, IdleCheckpointInterval: every})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e.run(t, eng)
 }
