@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -291,7 +290,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		}
 		// The handler reads the same bytes that were verified.
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !ed25519.Verify(key.PublicKey, apikeys.Message(r.Method, requestTarget(r), tsText, body), sig) {
+		if !apikeys.Verify(key.PublicKey, apikeys.Message(r.Method, requestTarget(r), tsText, body), sig) {
 			WriteError(w, http.StatusUnauthorized, MsgInvalidSignature)
 			return
 		}

@@ -84,7 +84,7 @@ func (a *SDKAuth) authenticateKey(w http.ResponseWriter, r *http.Request, now ti
 		return SDKKey{}, false
 	}
 	if len(key.PublicKey) != ed25519.PublicKeySize {
-		// ed25519.Verify panics on such a key: a stored key this broken is a server fault.
+		// A stored key this broken is a server fault, not the caller's bad signature.
 		a.log(r).WithField("apiKeyId", id).Error("sdk auth: stored public key has the wrong size")
 		WriteError(w, http.StatusInternalServerError, "internal error")
 		return SDKKey{}, false
