@@ -82,7 +82,7 @@ fi
 max_conns=$("$(_sypg_client psql)" -w -X -A -t -q -d "$DATABASE_URL" -c 'show max_connections' </dev/null 2>/dev/null || true)
 # The two sets below run side by side: the plain one (the black-box tests, which mostly wait on
 # the serve processes they start, at about 5 % of the CPU) would otherwise add its minutes to the raced one's.
-# Side by side they peaked at 48 client connections (sampled every 0.1 s, 11-27), so they run
+# Side by side they peaked at 46 to 51 client connections (three runs sampled every 0.1 s, 11-27), so they run
 # together on a server of PostgreSQL's default 100, leaving room for its other users; on a
 # smaller server they run one after the other.
 side_by_side=1
