@@ -248,6 +248,8 @@ func (s *subscriber) idleWatch(ctx context.Context, p Projector, sub eventstore.
 	if !ok || s.engine.opts.IdleCheckpointInterval < 0 {
 		return idleWatch{}
 	}
+	var moved eventstore.Position // a from found moved, not tried again (with stale)
+	stale := false
 	return idleWatch{every: s.engine.opts.IdleCheckpointInterval, fn: func() {
 		// Scanned first: the events it covers were sent before it was recorded, so with none
 		// waiting they were all in batches this feed delivered, and acknowledged.
@@ -258,8 +260,15 @@ func (s *subscriber) idleWatch(ctx context.Context, p Projector, sub eventstore.
 		if v, ok := s.engine.checkpoints.Load(p.Name()); ok {
 			from = v.(eventstore.Position)
 		}
-		if from.Less(to) && s.engine.advanceIdle(ctx, p.Name(), from, to) {
-			from = to
+		if !from.Less(to) || (stale && moved == from) {
+			return
 		}
+		if s.engine.advanceIdle(ctx, p.Name(), from, to) {
+			from = to
+			return
+		}
+		// Moved by a rebuild or a reset: the next batch finds out where it is (applyMessage);
+		// until then this feed does not know which events the tables hold.
+		moved, stale = from, true
 	}}
 }
