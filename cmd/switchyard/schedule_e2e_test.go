@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/testenv"
 )
 
 // The schedules of docs/workflows.md ("Schedules"), its worked example, through the built
@@ -106,6 +108,11 @@ func TestSchedulesBlackBox(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		mustStatus(t, c.post(base+"/weekdays/pause", ""), http.StatusOK, "pause")
+		// The fire is recorded before its run is started (docs/workflows.md): the run may not
+		// be there yet.
+		testenv.Eventually(t, 30*time.Second, "the fired run", func() bool {
+			return c.do(http.MethodGet, "/v1/sdk/workflows/executions/"+runID, nil).status == http.StatusOK
+		})
 		m := pollRun(t, c, runID, 30*time.Second, terminal)
 		if m["status"] != "COMPLETED" {
 			t.Fatalf("fired run %v", m)
