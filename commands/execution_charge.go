@@ -112,10 +112,17 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 			h.oneByOne(ctx, workspaceID, items, live, results)
 			return results, nil
 		}
-		if stream, ok := runConflict(err); ok && dropSteps(items, live, stream) {
+		if stream, ok := runConflict(err); ok {
 			// The run moved since the scheduler stepped it: write the batch without its step.
-			h.cache.drop(stream)
-			continue
+			// (A run the batch was to create exists: its item is left out.)
+			rest, changed := dropSteps(items, live, results, stream)
+			if changed {
+				h.cache.drop(stream)
+				if live = rest; len(live) == 0 {
+					return results, nil
+				}
+				continue
+			}
 		}
 		if stream, ok := windowConflict(err); ok {
 			// Another call opened an item's window first: answer it and write the others.
@@ -338,13 +345,21 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 				return chargePlan{}, err
 			}
 		}
+		// A run created with its stage is written before the stage's execution, as its trigger
+		// precedes the execution in the log; the item stands or falls with it.
+		if ok && it.createsRun() && !h.planStep(ctx, &plan, i, it, next.state) {
+			plan.results[i].Err = errNotCreated
+			continue
+		}
 		for _, e := range evs {
 			acct.state = acct.state.Evolve(e)
 		}
 		charges = append(charges, evs...)
 		if ok {
 			plan.parts, plan.partOf[i], plan.after[i] = append(plan.parts, part), len(plan.parts), next
-			h.planStep(ctx, &plan, i, it, next.state)
+			if !it.createsRun() {
+				h.planStep(ctx, &plan, i, it, next.state)
+			}
 		}
 		if window.Stream != "" {
 			if plan.windows == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
@@ -18,6 +19,13 @@ import (
 type StageStep struct {
 	// RunID is the run the stage belongs to.
 	RunID string
+	// Create, when set, are the events that create the run (its trigger and first step,
+	// which dispatched the stage): the run does not exist yet, and they are written first in
+	// the commit, which expects no run stream, with the request's metadata
+	// (ChargedFinish.CreateMeta). The step is then the item's condition: an item whose step
+	// cannot be decided or written is left out whole, for its execution must not exist
+	// without its run (run_first.go).
+	Create []domain.Event
 
 	// Written reports that the step went into the commit; After is then the run after it,
 	// and Dispatched the stages it dispatched, for the scheduler to start. Set by the charge,
@@ -35,12 +43,13 @@ type plannedStep struct {
 }
 
 // stepPart decides the step of the run, as the scheduler last left it in this process's
-// cache, that records the outcome ex of one of its stages. false: nothing to fold (the run
-// is not cached, has ended, or the step decides nothing), and the scheduler steps it.
-func (h *Charges) stepPart(ctx context.Context, runID string, ex execution.State) (eventstore.StreamAppend, plannedStep, bool) {
-	stream := RunStream(runID)
-	cur, _, cached := cachedState(h, stream, runAgg)
-	if !cached || !cur.exists {
+// cache (or as step.Create makes it), that records the outcome ex of one of its stages. false:
+// nothing to fold (the run is not cached, has ended, or the step decides nothing), and the
+// scheduler steps it.
+func (h *Charges) stepPart(ctx context.Context, step *StageStep, meta Metadata, ex execution.State) (eventstore.StreamAppend, plannedStep, bool) {
+	stream := RunStream(step.RunID)
+	cur, created, ok := h.runBefore(ctx, stream, step, meta)
+	if !ok {
 		return eventstore.StreamAppend{}, plannedStep{}, false
 	}
 	events, dispatched := run.StepWith(cur.state, run.FactsOf(ex), runEval(ctx), h.now())
@@ -56,28 +65,50 @@ func (h *Charges) stepPart(ctx context.Context, runID string, ex execution.State
 	for _, e := range events {
 		next.state = runAgg.evolve(next.state, e)
 	}
-	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: data},
+	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: append(created, data...)},
 		plannedStep{after: next, dispatched: dispatched}, true
 }
 
-// planStep adds item i's run step to plan, after the item's execution part; at most one step
-// of a run goes into a batch.
-func (h *Charges) planStep(ctx context.Context, plan *chargePlan, i int, it ChargedFinish, ex execution.State) {
+// runBefore is the run a step is decided on: the cached one, or the one step.Create makes,
+// with those events encoded under meta. false: no run to step.
+func (h *Charges) runBefore(ctx context.Context, stream string, step *StageStep, meta Metadata) (loaded[run.State], []eventstore.EventData, bool) {
+	if len(step.Create) == 0 {
+		cur, _, cached := cachedState(h, stream, runAgg)
+		return cur, nil, cached && cur.exists
+	}
+	var cur loaded[run.State] // not written yet: expected() is no stream
+	for _, e := range step.Create {
+		cur.state = runAgg.evolve(cur.state, e)
+	}
+	created, err := encodeEvents(WithMetadata(ctx, meta), step.Create)
+	if err != nil || storable(created) != nil {
+		return cur, nil, false
+	}
+	return cur, created, true
+}
+
+// planStep adds item i's run step to plan, at its end; at most one step of a run goes into a
+// batch. false: no step was added.
+func (h *Charges) planStep(ctx context.Context, plan *chargePlan, i int, it ChargedFinish, ex execution.State) bool {
 	if it.Step == nil {
-		return
+		return false
 	}
 	for _, s := range plan.steps {
 		if plan.parts[s.part].Stream == RunStream(it.Step.RunID) {
-			return
+			return false
 		}
 	}
-	part, step, ok := h.stepPart(ctx, it.Step.RunID, ex)
+	part, step, ok := h.stepPart(ctx, it.Step, it.CreateMeta, ex)
 	if !ok {
-		return
+		return false
 	}
 	step.item, step.part = i, len(plan.parts)
 	plan.steps, plan.parts = append(plan.steps, step), append(plan.parts, part)
+	return true
 }
+
+// createsRun reports whether it carries the events that create its stage's run.
+func (it ChargedFinish) createsRun() bool { return it.Step != nil && len(it.Step.Create) > 0 }
 
 // stepsWritten caches the runs a written plan stepped and tells their StageSteps.
 func (h *Charges) stepsWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) {
@@ -101,13 +132,17 @@ func runConflict(err error) (string, bool) {
 }
 
 // dropSteps takes the steps of the run at stream out of items, for the batch to be written
-// again without them; false when none had one (the conflict is not a step's).
-func dropSteps(items []ChargedFinish, live []int, stream string) bool {
+// again without them; false when none had one (the conflict is not a step's). An item whose
+// step creates the run is left out whole (errNotCreated): its execution must not exist
+// without its run.
+func dropSteps(items []ChargedFinish, live []int, results []FinishResult, stream string) ([]int, bool) {
 	dropped := false
+	ofStream := func(i int) bool { s := items[i].Step; return s != nil && RunStream(s.RunID) == stream }
 	for _, i := range live {
-		if s := items[i].Step; s != nil && RunStream(s.RunID) == stream {
+		if ofStream(i) && !items[i].createsRun() {
 			items[i].Step, dropped = nil, true
 		}
 	}
-	return dropped
+	rest := leaveOut(live, results, errNotCreated, func(i int) bool { return ofStream(i) && items[i].createsRun() })
+	return rest, dropped || len(rest) < len(live)
 }

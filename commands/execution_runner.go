@@ -95,10 +95,14 @@ func firstRunOf(sub execution.Submit, now time.Time) (FirstRun, bool) {
 // take the usual path (SubmitStage): a child run, a module that is not a repeatable built-in,
 // or a free one. (On Commands: the handlers it would belong to are full.)
 func (c *Commands) StageFirstRun(r *run.State, st run.Stage, worker string) (FirstRun, bool) {
+	return stageFirstRun(c.Executions.core, r, st, worker)
+}
+
+// stageFirstRun is StageFirstRun on h's modules and clock.
+func stageFirstRun(h *core, r *run.State, st run.Stage, worker string) (FirstRun, bool) {
 	if st.ChildRunID != "" || st.ExecutionID == "" {
 		return FirstRun{}, false
 	}
-	h := c.Executions
 	sub := stageSubmit(h.modules, r, st)
 	if m, ok := h.modules.Get(sub.Module); !ok || !modules.IsRepeatable(m) || sub.CostMilli <= 0 {
 		return FirstRun{}, false
@@ -123,7 +127,7 @@ func stageSubmit(mods *modules.Registry, r *run.State, st run.Stage) execution.S
 // runner is built on c's Attempts and Charges (which share the state cache with its
 // Executions), so it is given here, once both exist, rather than to New.
 func WithRunner(c *Commands, r Runner) *Commands {
-	wired := *c
+	wired := *withWorkflows(c, func(w *Workflows) { w.runner = r })
 	wired.Executions = &Executions{core: c.core, executionStreams: c.Executions.executionStreams,
 		balanceCheck: c.Executions.balanceCheck, catalog: c.Executions.catalog, runner: r}
 	return &wired

@@ -176,10 +176,12 @@ func TestConcurrentCallsOpenOneCacheWindow(t *testing.T) {
 }
 
 // recordingRunner is a Runner that records a call run first as the executor does, in a charge
-// batch of its own (ChargeAndFinish), with the window the call opens; it keeps the result.
+// batch of its own (ChargeAndFinish), with the window the call opens and the run step it
+// carries; it keeps the result. before, when set, runs just before the batch.
 type recordingRunner struct {
-	cmds *commands.Commands
-	last commands.FinishResult
+	cmds   *commands.Commands
+	last   commands.FinishResult
+	before func(commands.FirstRun)
 }
 
 func (r *recordingRunner) Running() bool  { return true }
@@ -195,10 +197,13 @@ func (r *recordingRunner) TryRunFirst(ctx context.Context, run commands.FirstRun
 func (r *recordingRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
 	st := run.State
 	usage := billing.Credits(st.CostMilli)
+	if r.before != nil {
+		r.before(run)
+	}
 	res, err := r.cmds.Charges.ChargeAndFinish(ctx, st.WorkspaceID, []commands.ChargedFinish{{ExecutionID: st.ID,
 		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
 		Outcome: commands.Outcome{Worker: r.Worker(), Output: st.Input, Usage: usage},
-		Create:  run.Create, Claim: run.Claim, Window: run.Window}})
+		Create:  run.Create, Claim: run.Claim, Window: run.Window, Step: run.Step}})
 	if err != nil {
 		return st, false
 	}

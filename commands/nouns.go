@@ -62,6 +62,10 @@ type Workflows struct {
 	wake RunWaker
 	// announce, when set, hears of each run before its trigger is written (WithRunAnnouncer).
 	announce RunAnnouncer
+	// runner is this process's executor, when it runs one (WithRunner): a new run's first
+	// stage may run in it before the trigger is written, and ride in the trigger's commit
+	// (run_first.go).
+	runner Runner
 	*core
 	*balanceCheck
 	// catalog resolves the modules of components, built-in or the workspace's own.

@@ -96,6 +96,9 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 		var dispatched []run.Stage
 		if stepFirst {
 			events, dispatched = firstStep(ctx, h, events)
+			if st, next, ok := triggerFirst(ctx, h, runID, events, dispatched, claim); ok {
+				return st, next, nil
+			}
 		}
 		st, err := appendNewRun(ctx, h, runID, events, claim, eventstore.StreamAppend{})
 		return st, dispatched, err

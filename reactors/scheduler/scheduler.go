@@ -209,6 +209,11 @@ func (s *Scheduler) Wake(st run.State, dispatched []run.Stage) {
 	} else {
 		remember(s.woken, st.ID)
 		s.started[st.ID] = wokenRun{st: st, dispatched: dispatched}
+		for _, stage := range st.Stages {
+			if stage.ExecutionID != "" && stage.Status.Terminal() {
+				remember(s.settled, stage.ExecutionID) // ended in the trigger's commit (commands' triggerFirst)
+			}
+		}
 	}
 	s.mu.Unlock()
 	if ctx != nil {
