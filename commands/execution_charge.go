@@ -345,9 +345,9 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 				return chargePlan{}, err
 			}
 		}
-		// A run created with its stage is written before the stage's execution, as its trigger
-		// precedes the execution in the log; the item stands or falls with it.
-		if ok && it.createsRun() && !h.planStep(ctx, &plan, i, it, next.state) {
+		// An item whose step creates its run or dispatched its stage stands or falls with it:
+		// the step is planned first.
+		if ok && it.stepRequired() && !h.planStep(ctx, &plan, i, it, next.state) {
 			plan.results[i].Err = errNotCreated
 			continue
 		}
@@ -357,7 +357,7 @@ func (h *Charges) planCharges(ctx context.Context, workspaceID string, items []C
 		charges = append(charges, evs...)
 		if ok {
 			plan.parts, plan.partOf[i], plan.after[i] = append(plan.parts, part), len(plan.parts), next
-			if !it.createsRun() {
+			if !it.stepRequired() {
 				h.planStep(ctx, &plan, i, it, next.state)
 			}
 		}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -26,6 +27,12 @@ type StageStep struct {
 	// cannot be decided or written is left out whole, for its execution must not exist
 	// without its run (run_first.go).
 	Create []domain.Event
+	// chained marks the step of a stage a chain ran after another of its run (ChainNext): its
+	// stage exists only if the step before it dispatched it, so the item stands or falls with
+	// its step, which is decided on the run as that step leaves it. base is the run the chain
+	// expects that to be, for the next link to be decided on.
+	chained bool
+	base    *run.State
 
 	// Written reports that the step went into the commit; After is then the run after it,
 	// and Dispatched the stages it dispatched, for the scheduler to start. Set by the charge,
@@ -42,31 +49,25 @@ type plannedStep struct {
 	dispatched []run.Stage
 }
 
-// stepPart decides the step of the run, as the scheduler last left it in this process's
-// cache (or as step.Create makes it), that records the outcome ex of one of its stages. false:
-// nothing to fold (the run is not cached, has ended, or the step decides nothing), and the
+// stepPart decides the step of the run as cur (before, when it has no revision, the run's
+// creation, encoded in created) that records the outcome ex of one of its stages. false:
+// nothing to fold (the step decides nothing, or what it decides cannot be stored), and the
 // scheduler steps it.
-func (h *Charges) stepPart(ctx context.Context, step *StageStep, meta Metadata, ex execution.State) (eventstore.StreamAppend, plannedStep, bool) {
-	stream := RunStream(step.RunID)
-	cur, created, ok := h.runBefore(ctx, stream, step, meta)
-	if !ok {
-		return eventstore.StreamAppend{}, plannedStep{}, false
-	}
+func (h *Charges) stepPart(ctx context.Context, cur loaded[run.State], ex execution.State) ([]eventstore.EventData, plannedStep, bool) {
 	events, dispatched := run.StepWith(cur.state, run.FactsOf(ex), runEval(ctx), h.now())
 	if len(events) == 0 {
-		return eventstore.StreamAppend{}, plannedStep{}, false
+		return nil, plannedStep{}, false
 	}
 	data, err := encodeEvents(ctx, events)
 	if err != nil || storable(data) != nil {
-		return eventstore.StreamAppend{}, plannedStep{}, false
+		return nil, plannedStep{}, false
 	}
 	next := cur
 	next.state = runAgg.clone(cur.state)
 	for _, e := range events {
 		next.state = runAgg.evolve(next.state, e)
 	}
-	return eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: append(created, data...)},
-		plannedStep{after: next, dispatched: dispatched}, true
+	return data, plannedStep{after: next, dispatched: dispatched}, true
 }
 
 // runBefore is the run a step is decided on: the cached one, or the one step.Create makes,
@@ -87,28 +88,61 @@ func (h *Charges) runBefore(ctx context.Context, stream string, step *StageStep,
 	return cur, created, true
 }
 
-// planStep adds item i's run step to plan, at its end; at most one step of a run goes into a
-// batch. false: no step was added.
+// planStep adds item i's run step to plan. The first step of a run in the batch is a part of
+// its own, at the plan's end; a later one (a chain's) is decided on the run as the one before
+// leaves it and joins that part. false: no step was added.
 func (h *Charges) planStep(ctx context.Context, plan *chargePlan, i int, it ChargedFinish, ex execution.State) bool {
 	if it.Step == nil {
 		return false
 	}
-	for _, s := range plan.steps {
-		if plan.parts[s.part].Stream == RunStream(it.Step.RunID) {
+	stream := RunStream(it.Step.RunID)
+	prior := slices.IndexFunc(plan.steps, func(s plannedStep) bool { return plan.parts[s.part].Stream == stream })
+	var cur loaded[run.State]
+	var created []eventstore.EventData
+	if prior >= 0 {
+		if len(it.Step.Create) > 0 {
+			return false // a run created twice
+		}
+		for _, s := range plan.steps[prior:] {
+			if plan.parts[s.part].Stream == stream {
+				cur = s.after
+			}
+		}
+	} else {
+		var ok bool
+		if cur, created, ok = h.runBefore(ctx, stream, it.Step, it.CreateMeta); !ok {
 			return false
 		}
 	}
-	part, step, ok := h.stepPart(ctx, it.Step, it.CreateMeta, ex)
+	if it.Step.chained && !dispatched(cur.state, ex.ID) {
+		return false // the step before it, which dispatched it, is not in the batch
+	}
+	data, step, ok := h.stepPart(ctx, cur, ex)
 	if !ok {
 		return false
 	}
-	step.item, step.part = i, len(plan.parts)
-	plan.steps, plan.parts = append(plan.steps, step), append(plan.parts, part)
+	step.item = i
+	if prior >= 0 {
+		step.part = plan.steps[prior].part
+		plan.parts[step.part].Events = append(plan.parts[step.part].Events, data...)
+	} else {
+		step.part = len(plan.parts)
+		plan.parts = append(plan.parts, eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: append(created, data...)})
+	}
+	plan.steps = append(plan.steps, step)
 	return true
 }
 
-// createsRun reports whether it carries the events that create its stage's run.
-func (it ChargedFinish) createsRun() bool { return it.Step != nil && len(it.Step.Create) > 0 }
+// dispatched reports whether execution id is a stage of st dispatched and not started.
+func dispatched(st run.State, id string) bool {
+	return slices.ContainsFunc(st.Stages, func(s run.Stage) bool { return s.ExecutionID == id && s.Status == run.StageStatusCreated })
+}
+
+// stepRequired reports whether it stands or falls with its run step: the step creates the
+// run, or dispatched it.stage in the commit (a chain's).
+func (it ChargedFinish) stepRequired() bool {
+	return it.Step != nil && (len(it.Step.Create) > 0 || it.Step.chained)
+}
 
 // stepsWritten caches the runs a written plan stepped and tells their StageSteps.
 func (h *Charges) stepsWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) {
@@ -139,10 +173,10 @@ func dropSteps(items []ChargedFinish, live []int, results []FinishResult, stream
 	dropped := false
 	ofStream := func(i int) bool { s := items[i].Step; return s != nil && RunStream(s.RunID) == stream }
 	for _, i := range live {
-		if ofStream(i) && !items[i].createsRun() {
+		if ofStream(i) && !items[i].stepRequired() {
 			items[i].Step, dropped = nil, true
 		}
 	}
-	rest := leaveOut(live, results, errNotCreated, func(i int) bool { return ofStream(i) && items[i].createsRun() })
+	rest := leaveOut(live, results, errNotCreated, func(i int) bool { return ofStream(i) && items[i].stepRequired() })
 	return rest, dropped || len(rest) < len(live)
 }

@@ -42,22 +42,43 @@ func newCharger(cmds *commands.Commands) *charger {
 
 // charge bills item's charge and, when it can, records item's outcome in the same commit.
 func (c *charger) charge(ctx context.Context, workspaceID string, item commands.ChargedFinish) (commands.FinishResult, error) {
-	call := &chargeCall{item: item, done: make(chan chargeDone, 1)}
+	res, err := c.chargeAll(ctx, workspaceID, []commands.ChargedFinish{item})
+	if err != nil {
+		return commands.FinishResult{}, err
+	}
+	return res[0], nil
+}
+
+// chargeAll is charge of several items queued together, so that they go into one batch
+// unless it is full (a chain's stages: commands.ChainNext). An error is the first item's store
+// error, or ctx's; a later item's leaves that item unrecorded.
+func (c *charger) chargeAll(ctx context.Context, workspaceID string, items []commands.ChargedFinish) ([]commands.FinishResult, error) {
+	calls := make([]*chargeCall, len(items))
+	for i, item := range items {
+		calls[i] = &chargeCall{item: item, done: make(chan chargeDone, 1)}
+	}
 	c.mu.Lock()
 	q, running := c.queues[workspaceID]
-	c.queues[workspaceID] = append(q, call)
+	c.queues[workspaceID] = append(q, calls...)
 	c.mu.Unlock()
 	if !running {
 		// The batch outlives the caller that starts it and is written for many: it carries
 		// no request's metadata (ChargedFinish.CreateMeta carries each submit's own).
 		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}), workspaceID)
 	}
-	select {
-	case d := <-call.done:
-		return d.res, d.err
-	case <-ctx.Done():
-		return commands.FinishResult{}, ctx.Err()
+	results := make([]commands.FinishResult, len(calls))
+	for i, call := range calls {
+		select {
+		case d := <-call.done:
+			if d.err != nil && i == 0 {
+				return nil, d.err
+			}
+			results[i] = d.res // a later item's error leaves it unrecorded
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	return results, nil
 }
 
 // flush appends the workspace's queued charges batch by batch until the queue is empty.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
 )
 
@@ -69,6 +68,7 @@ func (e *Executor) runFirstWithin(ctx context.Context, run commands.FirstRun, wa
 			done <- result{st, false}
 			return
 		}
+		items := e.chain(ctx, runCtx, commands.FinishedFirst(run, e.opts.Worker, out, commands.MetadataFrom(ctx)))
 		// The slot bounds module runs, not waits: the call waits for its workspace's next
 		// charge batch outside it, so calls waiting to be recorded do not keep others from
 		// running (with the slot held to the commit, more concurrent callers than slots sent
@@ -77,7 +77,7 @@ func (e *Executor) runFirstWithin(ctx context.Context, run commands.FirstRun, wa
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			after, ok := e.recordFirst(ctx, run, out)
+			after, ok := e.recordFirst(ctx, st, items)
 			done <- result{after, ok}
 		}()
 	}
@@ -115,21 +115,55 @@ func (e *Executor) runModuleFirst(ctx, runCtx context.Context, st execution.Stat
 	return out, true
 }
 
-// recordFirst writes the call's submit, its output out and its charge in the workspace's next
-// charge batch, with the signature claim of the request that made it, and returns the state
-// recorded.
-func (e *Executor) recordFirst(ctx context.Context, run commands.FirstRun, out json.RawMessage) (execution.State, bool) {
-	st := run.State
-	usage := billing.Credits(st.CostMilli)
-	// The completion goes into the append that creates the stream: no one else can have
-	// claimed it, so no claim is written (ChargedFinish.Create).
-	res, err := e.charges.charge(ctx, st.WorkspaceID, commands.ChargedFinish{ExecutionID: st.ID,
-		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Outcome: commands.Outcome{Worker: e.opts.Worker, Output: out, Usage: usage},
-		Create:  run.Create, CreateMeta: commands.MetadataFrom(ctx), Claim: run.Claim, Window: run.Window, Step: run.Step})
-	if err != nil || !res.Recorded {
+// chainBudget bounds how long a chain may run stages after its first (chain): it holds its
+// first stage's commit, and the caller's answer, until it ends.
+const chainBudget = 20 * time.Millisecond
+
+// chain runs, after head, the stages of head's run that follow it one by one as long as each
+// is the only one its step dispatches and a repeatable built-in (commands.ChainNext), at most
+// commands.MaxChain in all and within chainBudget, and returns head with their items: one
+// commit writes them all. A link whose module fails ends the chain before it: that stage takes
+// the usual path once the chain's commit dispatched it.
+func (e *Executor) chain(ctx, runCtx context.Context, head commands.ChargedFinish) []commands.ChargedFinish {
+	items := []commands.ChargedFinish{head}
+	if head.Step == nil {
+		return items
+	}
+	start := time.Now()
+	for len(items) < commands.MaxChain && time.Since(start) < chainBudget {
+		next, ok := e.cmds.ChainNext(ctx, items[len(items)-1])
+		if !ok {
+			break
+		}
+		out, ok := e.runModuleFirst(ctx, runCtx, next.State)
+		if !ok {
+			break
+		}
+		items = append(items, commands.FinishedFirst(next, e.opts.Worker, out, head.CreateMeta))
+	}
+	return items
+}
+
+// recordFirst writes the items (a call's submit, output and charge, with the signature claim
+// of the request that made it, and the stages chained after it) in the workspace's next charge
+// batch, and returns the first item's state recorded. The first item's StageStep then tells
+// the run as the chain's last written step left it.
+func (e *Executor) recordFirst(ctx context.Context, st execution.State, items []commands.ChargedFinish) (execution.State, bool) {
+	head := items[0]
+	results, err := e.charges.chargeAll(ctx, st.WorkspaceID, items)
+	if err != nil || !results[0].Recorded {
 		return st, false
 	}
-	e.metrics.claims.Inc()
-	return res.State, true
+	for i := len(items) - 1; i > 0; i-- {
+		if results[i].Recorded && items[i].Step.Written {
+			head.Step.After, head.Step.Dispatched = items[i].Step.After, items[i].Step.Dispatched
+			break
+		}
+	}
+	for _, r := range results {
+		if r.Recorded {
+			e.metrics.claims.Inc()
+		}
+	}
+	return results[0].State, true
 }

@@ -3,10 +3,14 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/projections"
@@ -218,4 +222,74 @@ func TestATriggersDispatchIsStartedWithoutASweep(t *testing.T) {
 			checkRuns(t, env, ws, 100, ids)
 		})
 	}
+}
+
+// A run whose stages are all repeatable built-ins, triggered where a runner and the scheduler
+// run, is one commit: the trigger runs its first stage first, and the runner chains the stages
+// after it into that stage's commit (commands.ChainNext). Each stage is executed and billed
+// once. (A runner may give up under load, and its stages then take commits of their own: so
+// some run, not each.)
+func TestARunOfRepeatableStagesIsOneCommit(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	cmds := serveLike(t, env)
+	wf := create(t, env, ws, linearEcho)
+	var ids []string
+	whole := 0
+	for range 5 {
+		id := triggerVia(t, cmds, ws, wf)
+		st := waitRun(t, env, id)
+		streams := []string{commands.RunStream(id)}
+		for _, stage := range st.Stages[1:] {
+			streams = append(streams, commands.ExecutionStream(stage.ExecutionID))
+		}
+		if len(commitsOf(t, env, streams...)) == 1 {
+			whole++
+		}
+		ids = append(ids, id)
+	}
+	checkRuns(t, env, ws, 100, ids)
+	if whole == 0 {
+		t.Fatal("no run of three core.echo stages was written in one commit")
+	}
+}
+
+// A chain ends before a stage whose module fails when run first: the stages before it are
+// written in the chain's commit, and that stage, dispatched there, takes the usual path, where
+// its attempts fail the run.
+func TestAChainEndsBeforeAFailingStage(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	cmds := serveLike(t, env)
+	wf := create(t, env, ws, `{"name": "breaks", "components": [
+		{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"},
+		{"id": "b", "module": "json.jq", "attempts": 2, "config": {"query": "error(\"boom\")"}}, {"id": "c", "module": "core.echo"}],
+	  "edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`)
+	st := waitRun(t, env, triggerVia(t, cmds, ws, wf))
+	d := st.Detail()
+	if d.Status != run.StatusFailed || len(d.RunStages) != 3 {
+		t.Fatalf("run %s with %d stages, want FAILED with 3", d.Status, len(d.RunStages))
+	}
+	a, b := d.RunStages[1], d.RunStages[2]
+	if a.Status != run.StageStatusCompleted || b.Status != run.StageStatusFailed || b.ExecutionAttempt != 2 || !strings.Contains(string(b.Error), "boom") {
+		t.Fatalf("stage a %s, stage b %s after %d attempts: %s", a.Status, b.Status, b.ExecutionAttempt, b.Error)
+	}
+	bal, err := env.Cmds.Billing.Balance(context.Background(), ws)
+	if err != nil || bal.Total() > billing.FromWhole(99) {
+		t.Fatalf("balance %v (%v): stage a not billed", bal.Total(), err)
+	}
+}
+
+// commitsOf is the distinct transactions that wrote events to streams.
+func commitsOf(t *testing.T, env *testenv.Env, streams ...string) []string {
+	t.Helper()
+	rows, err := env.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text FROM events WHERE stream = ANY($1)`, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txs
 }

@@ -209,11 +209,7 @@ func (s *Scheduler) Wake(st run.State, dispatched []run.Stage) {
 	} else {
 		remember(s.woken, st.ID)
 		s.started[st.ID] = wokenRun{st: st, dispatched: dispatched}
-		for _, stage := range st.Stages {
-			if stage.ExecutionID != "" && stage.Status.Terminal() {
-				remember(s.settled, stage.ExecutionID) // ended in the trigger's commit (commands' triggerFirst)
-			}
-		}
+		s.rememberEnded(nil, &st, "") // ended in the trigger's commit (commands' triggerFirst)
 	}
 	s.mu.Unlock()
 	if ctx != nil {
@@ -570,6 +566,7 @@ func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) e
 			}
 			if end, ok := s.runFirst(ctx, r, first); ok && end.Status.Terminal() {
 				if first.Step != nil && first.Step.Written {
+					s.settleChained(st, &first.Step.After, end.ID)
 					s.stepped(ctx, &first.Step.After, first.Step.Dispatched)
 					return nil
 				}
@@ -610,6 +607,27 @@ func (s *Scheduler) runFirst(ctx context.Context, r commands.Runner, first comma
 		s.enqueue(ctx, first.State.RunID, held...)
 	}
 	return end, ok
+}
+
+// settleChained remembers as settled the stage executions other than head's that ended between
+// before and after: a chain's, which the runner wrote in head's commit (commands.ChainNext).
+func (s *Scheduler) settleChained(before, after *run.State, head string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rememberEnded(before, after, head)
+}
+
+// rememberEnded remembers as settled the stage executions, other than skip, that ended in after
+// and not in before (nil: none did); s.mu is held.
+func (s *Scheduler) rememberEnded(before, after *run.State, skip string) {
+	for _, stage := range after.Stages {
+		if stage.ExecutionID == "" || stage.ExecutionID == skip || !stage.Status.Terminal() {
+			continue
+		}
+		if before == nil || !slices.ContainsFunc(before.Stages, func(b run.Stage) bool { return b.ID == stage.ID && b.Status.Terminal() }) {
+			remember(s.settled, stage.ExecutionID)
+		}
+	}
 }
 
 // alone reports whether stage is the only stage of st in flight: its outcome's step can then

@@ -1,0 +1,117 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/testenv"
+)
+
+// chainOf triggers a run of the components a -> b -> c (core.echo), reads it (caching it in the
+// handler it returns, which makes the chain and is to charge it) and returns the items of the chain ChainNext makes from its
+// first stage, run first as the scheduler hands it to the runner, each with the stage's input
+// as its output, uncharged.
+func chainOf(t *testing.T, env *testenv.Env, ws string) (*commands.Commands, string, []commands.ChargedFinish) {
+	t.Helper()
+	ctx := context.Background()
+	h := commands.New(env.Store)
+	wf, err := h.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: mustDef(t, `{"name": "three",
+		"components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}, {"id": "b", "module": "core.echo"},
+			{"id": "c", "module": "core.echo"}],
+		"edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := h.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, dispatched := triggerDispatched(t, h, runs[0].RunID)
+	first, ok := h.StageFirstRun(&st, dispatched[0], chargeWorker)
+	if !ok {
+		t.Fatal("a core.echo stage is not run first")
+	}
+	first.Step = &commands.StageStep{RunID: st.ID}
+	items := []commands.ChargedFinish{commands.FinishedFirst(first, chargeWorker, first.State.Input, commands.Metadata{})}
+	for {
+		next, ok := h.ChainNext(ctx, items[len(items)-1])
+		if !ok {
+			break
+		}
+		items = append(items, commands.FinishedFirst(next, chargeWorker, next.State.Input, commands.Metadata{}))
+	}
+	return h, st.ID, items
+}
+
+// A run of three stages a runner takes first, chained, is one commit: the trigger, each
+// stage's submit, outcome and charge, and each step, the last of which ends the run.
+func TestAChainedRunIsOneCommit(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	h, id, items := chainOf(t, env, ws)
+	if len(items) != 3 {
+		t.Fatalf("a chain of %d stages, want 3", len(items))
+	}
+	res, err := h.Charges.ChargeAndFinish(ctx, ws, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Recorded || !items[i].Step.Written {
+			t.Fatalf("item %d: %+v, step written %v", i, r, items[i].Step.Written)
+		}
+	}
+	if last := items[2].Step.After; last.Status != run.StatusCompleted {
+		t.Fatalf("the chain's last step leaves the run %s", last.Status)
+	}
+	got, err := commands.New(env.Store).Workflows.Run(ctx, id)
+	if err != nil || got.Status != run.StatusCompleted {
+		t.Fatalf("run in the log: %s (%v)", got.Status, err)
+	}
+	streams := []string{commands.RunStream(id), commands.BillingStream(ws)}
+	for _, it := range items {
+		streams = append(streams, commands.ExecutionStream(it.ExecutionID))
+	}
+	if tx := txIDs(t, env, streams...); len(tx) != 3 { // the account's top-up, the trigger, the chain
+		t.Fatalf("commits %v: the chain is not one commit", tx)
+	}
+	if b, err := env.Cmds.Billing.Balance(ctx, ws); err != nil || b.Total() != billing.FromWhole(7) {
+		t.Fatalf("balance %v (%v), want 7 credits", b.Total(), err)
+	}
+}
+
+// A link whose stage the commit does not dispatch (here the link before it is missing) is left
+// out whole: its execution is not written, its charge not made; the links before it are.
+func TestAChainLinkWithoutItsDispatchIsLeftOut(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 10)
+	ctx := context.Background()
+	h, id, items := chainOf(t, env, ws)
+	if len(items) != 3 {
+		t.Fatalf("a chain of %d stages, want 3", len(items))
+	}
+	res, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{items[0], items[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Recorded || res[1].Recorded || res[1].Err == nil {
+		t.Fatalf("results %+v", res)
+	}
+	if _, err := env.Store.ReadStream(ctx, commands.ExecutionStream(items[2].ExecutionID), 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Fatalf("the link left out was written (%v)", err)
+	}
+	got, err := commands.New(env.Store).Workflows.Run(ctx, id)
+	if err != nil || stageOf(got, "a").Status != run.StageStatusCompleted || stageOf(got, "b").Status != run.StageStatusCreated || stageOf(got, "c").ID != "" {
+		t.Fatalf("run: a %s, b %s, c %q (%v)", stageOf(got, "a").Status, stageOf(got, "b").Status, stageOf(got, "c").ID, err)
+	}
+	if b, err := env.Cmds.Billing.Balance(ctx, ws); err != nil || b.Total() != billing.FromWhole(9) {
+		t.Fatalf("balance %v (%v), want 9 credits", b.Total(), err)
+	}
+}
