@@ -29,8 +29,9 @@ type StageStep struct {
 	Create []domain.Event
 	// chained marks the step of a stage a chain ran after another of its run (ChainNext): its
 	// stage exists only if the step before it dispatched it, so the item stands or falls with
-	// its step, which is decided on the run as that step leaves it. base is the run the chain
-	// expects that to be, for the next link to be decided on.
+	// its step, which is decided on the run as that step leaves it. base is the run the step
+	// is expected to be decided on (a chain's, or the one Create makes), for the next link to
+	// be decided on; it is shared, and only read.
 	chained bool
 	base    *run.State
 
@@ -78,8 +79,12 @@ func (h *Charges) runBefore(ctx context.Context, stream string, step *StageStep,
 		return cur, nil, cached && cur.exists
 	}
 	var cur loaded[run.State] // not written yet: expected() is no stream
-	for _, e := range step.Create {
-		cur.state = runAgg.evolve(cur.state, e)
+	if step.base != nil {
+		cur.state = *step.base // folded from Create by who made it; read, never evolved
+	} else {
+		for _, e := range step.Create {
+			cur.state = runAgg.evolve(cur.state, e)
+		}
 	}
 	created, err := encodeEvents(WithMetadata(ctx, meta), step.Create)
 	if err != nil || storable(created) != nil {

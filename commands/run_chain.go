@@ -67,24 +67,18 @@ func (c *Commands) ChainNext(ctx context.Context, prev ChargedFinish) (FirstRun,
 	return first, true
 }
 
-// chainBase is the run step's decision is expected to start from: the chain's, the one its
-// Create makes, or the cached one (a copy).
+// chainBase is the run the step's decision is expected to start from: the chain's (or, for a
+// run the step creates, the one its Create makes), or the cached one. It is read, never
+// evolved: ChainNext evolves a clone.
 func chainBase(h *Charges, step *StageStep) (run.State, bool) {
-	switch {
-	case step.base != nil:
-		return runAgg.clone(*step.base), true
-	case len(step.Create) > 0:
-		var s run.State
-		for _, e := range step.Create {
-			s = runAgg.evolve(s, e)
-		}
-		return s, true
+	if step.base != nil {
+		return *step.base, true
 	}
 	cur, _, cached := cachedState(h, RunStream(step.RunID), runAgg)
 	if !cached || !cur.exists {
 		return run.State{}, false
 	}
-	return runAgg.clone(cur.state), true
+	return cur.state, true
 }
 
 // endOf is the execution it creates, as its outcome leaves it.

@@ -34,7 +34,7 @@ func triggerFirst(ctx context.Context, h *Workflows, runID string, events []doma
 		return run.State{}, nil, false
 	}
 	first.Claim = claim
-	first.Step = &StageStep{RunID: runID, Create: events}
+	first.Step = &StageStep{RunID: runID, Create: events, base: &s}
 	end, ok := r.TryRunFirst(ctx, first)
 	if !ok || !end.Status.Terminal() || !first.Step.Written {
 		return run.State{}, nil, false
