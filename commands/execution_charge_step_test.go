@@ -17,10 +17,19 @@ import (
 // that records the stage's outcome with the run's next step (StageStep).
 func stepReady(t *testing.T, env *testenv.Env, h *commands.Commands, ws string) (run.State, commands.ChargedFinish) {
 	t.Helper()
-	ctx := context.Background()
-	wf, err := h.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: mustDef(t, `{"name": "one",
+	st, first := firstStageOf(t, h, ws, `{"name": "one",
 		"components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}],
-		"edges": [{"from": "t", "to": "a"}]}`)})
+		"edges": [{"from": "t", "to": "a"}]}`)
+	return st, commands.FinishedFirst(first, chargeWorker, json.RawMessage(`{"n":1}`), commands.Metadata{})
+}
+
+// firstStageOf saves the workflow def (its trigger followed by one core.echo stage) through h,
+// triggers it with {"n":1} and reads the run, so it is cached in h; it returns the run and its
+// first stage as the scheduler hands it to the runner, with a StageStep.
+func firstStageOf(t *testing.T, h *commands.Commands, ws, def string) (run.State, commands.FirstRun) {
+	t.Helper()
+	ctx := context.Background()
+	wf, err := h.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: mustDef(t, def)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +45,8 @@ func stepReady(t *testing.T, env *testenv.Env, h *commands.Commands, ws string) 
 	if !ok {
 		t.Fatal("a core.echo stage is not run first")
 	}
-	usage := billing.Credits(first.State.CostMilli)
-	return st, commands.ChargedFinish{ExecutionID: first.State.ID,
-		Charge:  commands.ChargeRequest{Cause: "execution-" + first.State.ID, Amount: usage},
-		Outcome: commands.Outcome{Worker: chargeWorker, Output: json.RawMessage(`{"n":1}`), Usage: usage},
-		Create:  first.Create, Step: &commands.StageStep{RunID: st.ID}}
+	first.Step = &commands.StageStep{RunID: st.ID}
+	return st, first
 }
 
 // A stage's outcome, its charge and its run's next step go into one commit, and the run ends

@@ -2,7 +2,6 @@ package commands_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 
@@ -13,52 +12,47 @@ import (
 	"github.com/switchyard/switchyard/testenv"
 )
 
-// chainOf triggers a run of the components a -> b -> c (core.echo), reads it (caching it in the
-// handler it returns, which makes the chain and is to charge it) and returns the items of the chain ChainNext makes from its
-// first stage, run first as the scheduler hands it to the runner, each with the stage's input
-// as its output, uncharged.
-func chainOf(t *testing.T, env *testenv.Env, ws string) (*commands.Commands, string, []commands.ChargedFinish) {
+// chain is a run of the components a -> b -> c (core.echo) in a workspace of 10 credits, and
+// the items of the chain ChainNext makes from its first stage, run first as the scheduler hands
+// it to the runner, each with the stage's input as its output, uncharged. h made the chain and
+// caches the run: it is to charge it.
+type chain struct {
+	env   *testenv.Env
+	ws    string
+	h     *commands.Commands
+	runID string
+	items []commands.ChargedFinish
+}
+
+func chainOf(t *testing.T) chain {
 	t.Helper()
-	ctx := context.Background()
-	h := commands.New(env.Store)
-	wf, err := h.Workflows.CreateWorkflow(ctx, commands.CreateWorkflow{WorkspaceID: ws, Definition: mustDef(t, `{"name": "three",
+	env := testenv.New(t)
+	c := chain{env: env, ws: env.Workspace(t, 10), h: commands.New(env.Store)}
+	st, first := firstStageOf(t, c.h, c.ws, `{"name": "three",
 		"components": [{"id": "t", "module": "ON_API_CALLED"}, {"id": "a", "module": "core.echo"}, {"id": "b", "module": "core.echo"},
 			{"id": "c", "module": "core.echo"}],
-		"edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs, err := h.Workflows.TriggerWorkflow(ctx, commands.TriggerWorkflow{WorkspaceID: ws, WorkflowID: wf.ID, Input: json.RawMessage(`{"n":1}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, dispatched := triggerDispatched(t, h, runs[0].RunID)
-	first, ok := h.StageFirstRun(&st, dispatched[0], chargeWorker)
-	if !ok {
-		t.Fatal("a core.echo stage is not run first")
-	}
-	first.Step = &commands.StageStep{RunID: st.ID}
-	items := []commands.ChargedFinish{commands.FinishedFirst(first, chargeWorker, first.State.Input, commands.Metadata{})}
+		"edges": [{"from": "t", "to": "a"}, {"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`)
+	c.runID = st.ID
+	c.items = []commands.ChargedFinish{commands.FinishedFirst(first, chargeWorker, first.State.Input, commands.Metadata{})}
 	for {
-		next, ok := h.ChainNext(ctx, items[len(items)-1])
+		next, ok := c.h.ChainNext(context.Background(), c.items[len(c.items)-1])
 		if !ok {
 			break
 		}
-		items = append(items, commands.FinishedFirst(next, chargeWorker, next.State.Input, commands.Metadata{}))
+		c.items = append(c.items, commands.FinishedFirst(next, chargeWorker, next.State.Input, commands.Metadata{}))
 	}
-	return h, st.ID, items
+	if len(c.items) != 3 {
+		t.Fatalf("a chain of %d stages, want 3", len(c.items))
+	}
+	return c
 }
 
 // A run of three stages a runner takes first, chained, is one commit: the trigger, each
 // stage's submit, outcome and charge, and each step, the last of which ends the run.
 func TestAChainedRunIsOneCommit(t *testing.T) {
-	env := testenv.New(t)
-	ws := env.Workspace(t, 10)
+	c := chainOf(t)
+	env, ws, h, id, items := c.env, c.ws, c.h, c.runID, c.items
 	ctx := context.Background()
-	h, id, items := chainOf(t, env, ws)
-	if len(items) != 3 {
-		t.Fatalf("a chain of %d stages, want 3", len(items))
-	}
 	res, err := h.Charges.ChargeAndFinish(ctx, ws, items)
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +84,9 @@ func TestAChainedRunIsOneCommit(t *testing.T) {
 // A link whose stage the commit does not dispatch (here the link before it is missing) is left
 // out whole: its execution is not written, its charge not made; the links before it are.
 func TestAChainLinkWithoutItsDispatchIsLeftOut(t *testing.T) {
-	env := testenv.New(t)
-	ws := env.Workspace(t, 10)
+	c := chainOf(t)
+	env, ws, h, id, items := c.env, c.ws, c.h, c.runID, c.items
 	ctx := context.Background()
-	h, id, items := chainOf(t, env, ws)
-	if len(items) != 3 {
-		t.Fatalf("a chain of %d stages, want 3", len(items))
-	}
 	res, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{items[0], items[2]})
 	if err != nil {
 		t.Fatal(err)

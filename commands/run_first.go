@@ -8,7 +8,8 @@ import (
 )
 
 // triggerFirst writes a new run together with its first stage, run first in this process's
-// runner: the trigger's events (events, whose first step dispatched the stages dispatched),
+// runner: the trigger's events (events, whose first step dispatched the stages dispatched, and
+// which leave the run s: the chain and the commit read it, never evolve it),
 // the stage's submit, outcome and charge, and the run's record of that outcome and dispatch of
 // what follows are one commit of the workspace's charge batch, which takes claim. Without it a
 // run of n such stages took n+1 commits, one after the other; with it, n.
@@ -20,14 +21,10 @@ import (
 // Should the runner still record it after giving up, the caller's trigger and this commit both
 // expect no run stream, so exactly one of them writes the run; a commit refused for that leaves
 // the stage's execution unwritten too (dropSteps).
-func triggerFirst(ctx context.Context, h *Workflows, runID string, events []domain.Event, dispatched []run.Stage, claim *RequestClaim) (run.State, []run.Stage, bool) {
+func triggerFirst(ctx context.Context, h *Workflows, runID string, events []domain.Event, s run.State, dispatched []run.Stage, claim *RequestClaim) (run.State, []run.Stage, bool) {
 	r := h.runner
 	if r == nil || !r.Running() || len(dispatched) != 1 {
 		return run.State{}, nil, false
-	}
-	var s run.State
-	for _, e := range events {
-		s.Apply(e)
 	}
 	first, ok := stageFirstRun(h.core, &s, dispatched[0], r.Worker())
 	if !ok {

@@ -95,8 +95,9 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 	if !queued {
 		var dispatched []run.Stage
 		if stepFirst {
-			events, dispatched = firstStep(ctx, h, events)
-			if st, next, ok := triggerFirst(ctx, h, runID, events, dispatched, claim); ok {
+			var folded run.State
+			events, dispatched, folded = firstStep(ctx, h, events)
+			if st, next, ok := triggerFirst(ctx, h, runID, events, folded, dispatched, claim); ok {
 				return st, next, nil
 			}
 		}
@@ -151,22 +152,26 @@ func appendNewRun(ctx context.Context, h *Workflows, runID string, events []doma
 
 // firstStep appends to a new run's trigger events the run's first step (the dispatch of what
 // follows the trigger), so that trigger and dispatch are one commit where they took two, and
-// returns the module stages it dispatched. The scheduler starts them when this process wakes
+// returns the module stages it dispatched and the run as all those events leave it (its own
+// copy). The scheduler starts them when this process wakes
 // it with them (Workflows.wake), and otherwise when the log brings it the trigger: the first
 // step of a run it did not wake starts the stages still CREATED (scheduler.take). A stop
 // between the commit and their start is the sweep's, which submits a dispatched stage whose
 // execution is missing.
-func firstStep(ctx context.Context, h *Workflows, events []domain.Event) ([]domain.Event, []run.Stage) {
+func firstStep(ctx context.Context, h *Workflows, events []domain.Event) ([]domain.Event, []run.Stage, run.State) {
 	var s run.State
 	for _, e := range events {
 		s.Apply(e)
 	}
 	more, dispatched := run.StepWith(s, nil, runEval(ctx), h.now())
 	if len(more) == 0 {
-		return events, nil
+		return events, nil, s
+	}
+	for _, e := range more {
+		s.Apply(e) // s is this fold's own: StepWith decided on a copy
 	}
 	all := make([]domain.Event, 0, len(events)+len(more))
-	return append(append(all, events...), more...), dispatched
+	return append(append(all, events...), more...), dispatched, s
 }
 
 // Queue folds a concurrency queue; an unknown queue is domain.ErrNotFound.
