@@ -151,12 +151,18 @@ func (it ChargedFinish) stepRequired() bool {
 
 // stepsWritten caches the runs a written plan stepped and tells their StageSteps.
 func (h *Charges) stepsWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) {
-	for _, s := range plan.steps {
+	for i, s := range plan.steps {
+		step := items[s.item].Step
+		step.Written, step.After, step.Dispatched = true, s.after.state, s.dispatched
+		if slices.ContainsFunc(plan.steps[i+1:], func(later plannedStep) bool { return later.part == s.part }) {
+			// A chain's step that a later one of the same commit follows: only the run as the
+			// commit leaves it, at the commit's revision, may be cached. (Cached at that
+			// revision, this state would be taken for the run's current one.)
+			continue
+		}
 		after := s.after
 		after.revision, after.exists = res[s.part].NextRevision, true
 		h.cache.put(plan.parts[s.part].Stream, after)
-		step := items[s.item].Step
-		step.Written, step.After, step.Dispatched = true, after.state, s.dispatched
 	}
 }
 

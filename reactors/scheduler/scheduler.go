@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/decoded"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
 )
@@ -279,9 +280,10 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	}
 }
 
-// take turns a logged event into work on its run.
+// take turns a logged event into work on its run. The event is decoded once per process
+// (decoded.Event): the projectors take the same records at about the same time.
 func (s *Scheduler) take(ctx context.Context, rec eventstore.RecordedEvent) {
-	ev, err := domain.Events.Decode(rec.Type, rec.Data)
+	ev, err := decoded.Event(rec)
 	if err != nil {
 		s.log.WithError(err).Warn("undecodable event skipped")
 		return
