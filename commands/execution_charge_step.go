@@ -151,19 +151,27 @@ func (it ChargedFinish) stepRequired() bool {
 
 // stepsWritten caches the runs a written plan stepped and tells their StageSteps.
 func (h *Charges) stepsWritten(items []ChargedFinish, plan chargePlan, res []eventstore.AppendResult) {
-	for i, s := range plan.steps {
+	for _, s := range plan.steps {
 		step := items[s.item].Step
 		step.Written, step.After, step.Dispatched = true, s.after.state, s.dispatched
-		if slices.ContainsFunc(plan.steps[i+1:], func(later plannedStep) bool { return later.part == s.part }) {
-			// A chain's step that a later one of the same commit follows: only the run as the
-			// commit leaves it, at the commit's revision, may be cached. (Cached at that
-			// revision, this state would be taken for the run's current one.)
-			continue
-		}
+	}
+	for stream, after := range runsAfter(plan, res) {
+		h.cache.put(stream, after)
+	}
+}
+
+// runsAfter is each run a written plan stepped as the commit leaves it, at the commit's revision
+// (res, the store's results): the states to cache. A chain's earlier steps are not among them:
+// cached at that revision, such a state would pass for the run's current one, and a load of the
+// run between two puts could put it back after the last.
+func runsAfter(plan chargePlan, res []eventstore.AppendResult) map[string]loaded[run.State] {
+	out := make(map[string]loaded[run.State], len(plan.steps))
+	for _, s := range plan.steps { // in order: a run's last step comes last
 		after := s.after
 		after.revision, after.exists = res[s.part].NextRevision, true
-		h.cache.put(plan.parts[s.part].Stream, after)
+		out[plan.parts[s.part].Stream] = after
 	}
+	return out
 }
 
 // runConflict reports the run stream an append was refused on: a run moved by another writer
