@@ -10,7 +10,9 @@ import (
 // A chain's commit caches each run it stepped once, as the commit leaves it and at the commit's
 // revision: never an earlier step's state at that revision.
 func TestAChainsCommitCachesOnlyTheRunAsItLeavesIt(t *testing.T) {
-	at := func(st run.Status) loaded[run.State] { return loaded[run.State]{state: run.State{Exists: true, Status: st}} }
+	at := func(st run.Status) loaded[run.State] {
+		return loaded[run.State]{state: run.State{Exists: true, Status: st}}
+	}
 	plan := chargePlan{
 		parts: []eventstore.StreamAppend{{Stream: "billing-w"}, {Stream: "run-a"}, {Stream: "execution-x"}, {Stream: "run-b"}},
 		steps: []plannedStep{
