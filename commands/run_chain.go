@@ -56,7 +56,7 @@ func (c *Commands) ChainNext(ctx context.Context, prev ChargedFinish) (FirstRun,
 	for _, e := range events {
 		after = runAgg.evolve(after, e)
 	}
-	if !alone(after, next[0]) {
+	if !after.Alone(next[0].ID) {
 		return FirstRun{}, false
 	}
 	first, ok := stageFirstRun(c.core, &after, next[0], prev.Outcome.Worker)
@@ -95,14 +95,4 @@ func endOf(it ChargedFinish, now time.Time) (execution.State, bool) {
 		st = st.Evolve(e)
 	}
 	return st, true
-}
-
-// alone reports whether stage is the only stage of st in flight.
-func alone(st run.State, stage run.Stage) bool {
-	for _, other := range st.Stages {
-		if other.ID != stage.ID && !other.Status.Terminal() {
-			return false
-		}
-	}
-	return true
 }

@@ -356,3 +356,22 @@ func TestRunTimeout(t *testing.T) {
 		t.Fatal("a run without timeoutMs has no deadline")
 	}
 }
+
+// A stage is alone in flight when every other stage of its run has ended: the one stage of a
+// linear run, not an item of a loop (whose FOR_EACH stage stays in flight with its items).
+func TestAStageIsAloneOnlyWithNoOtherInFlight(t *testing.T) {
+	h := start(t, def(t, linear), `{"x": 7}`)
+	d := h.step()
+	if len(d) != 1 || !h.s.Alone(d[0].ID) {
+		t.Fatalf("the one stage of a linear run is not alone (%d dispatched)", len(d))
+	}
+	l := start(t, def(t, loop), `{"items": [1, 2, 3]}`)
+	items := l.step()
+	if len(items) != 3 || l.s.Alone(items[0].ID) {
+		t.Fatalf("an item of a loop running 3 at once is alone (%d dispatched)", len(items))
+	}
+	l.step(done(items[1], `{}`), done(items[2], `{}`))
+	if l.s.Alone(items[0].ID) {
+		t.Fatal("the last item of a loop is alone while its FOR_EACH stage is in flight")
+	}
+}

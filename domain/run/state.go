@@ -159,6 +159,17 @@ func (s *State) Stage(id string) (Stage, bool) {
 	return s.Stages[i], true
 }
 
+// Alone reports whether stage id is the only stage of s in flight: no other outcome of the
+// run can then be recorded before its own.
+func (s *State) Alone(id string) bool {
+	for _, other := range s.Stages {
+		if other.ID != id && !other.Status.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
 // StageOfExecution finds the stage an execution runs.
 func (s *State) StageOfExecution(executionID string) (Stage, bool) {
 	i, ok := s.byExec[executionID]

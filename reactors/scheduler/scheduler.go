@@ -563,7 +563,9 @@ func (s *Scheduler) submit(ctx context.Context, st *run.State, stages []run.Stag
 func (s *Scheduler) start(ctx context.Context, st *run.State, stage run.Stage) error {
 	if r := s.opts.Runner; r != nil && r.Running() {
 		if first, ok := s.cmds.StageFirstRun(st, stage, r.Worker()); ok {
-			if alone(st, stage) {
+			// Alone in flight: its outcome's step can go into its charge commit (StageStep),
+			// for no other outcome of the run can be stepped meanwhile.
+			if st.Alone(stage.ID) {
 				first.Step = &commands.StageStep{RunID: st.ID}
 			}
 			if end, ok := s.runFirst(ctx, r, first); ok && end.Status.Terminal() {
@@ -619,6 +621,12 @@ func (s *Scheduler) settleChained(before, after *run.State, head string) {
 	s.rememberEnded(before, after, head)
 }
 
+// endedIn reports whether stage id of st has ended.
+func endedIn(st *run.State, id string) bool {
+	was, ok := st.Stage(id)
+	return ok && was.Status.Terminal()
+}
+
 // rememberEnded remembers as settled the stage executions, other than skip, that ended in after
 // and not in before (nil: none did); s.mu is held.
 func (s *Scheduler) rememberEnded(before, after *run.State, skip string) {
@@ -626,22 +634,10 @@ func (s *Scheduler) rememberEnded(before, after *run.State, skip string) {
 		if stage.ExecutionID == "" || stage.ExecutionID == skip || !stage.Status.Terminal() {
 			continue
 		}
-		if before == nil || !slices.ContainsFunc(before.Stages, func(b run.Stage) bool { return b.ID == stage.ID && b.Status.Terminal() }) {
+		if before == nil || !endedIn(before, stage.ID) {
 			remember(s.settled, stage.ExecutionID)
 		}
 	}
-}
-
-// alone reports whether stage is the only stage of st in flight: its outcome's step can then
-// go into its charge commit (StageStep), for no other outcome of the run can be stepped
-// meanwhile (the run's worker waits for this one).
-func alone(st *run.State, stage run.Stage) bool {
-	for _, other := range st.Stages {
-		if other.ID != stage.ID && !other.Status.Terminal() {
-			return false
-		}
-	}
-	return true
 }
 
 // sweep reconciles unfinished runs unchanged since before with their stage executions.
