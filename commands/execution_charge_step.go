@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/domain/run"
+	"github.com/switchyard/switchyard/domain/workflow"
 	"github.com/switchyard/switchyard/eventstore"
 )
 
@@ -27,6 +28,10 @@ type StageStep struct {
 	// cannot be decided or written is left out whole, for its execution must not exist
 	// without its run (run_first.go).
 	Create []domain.Event
+	// check, with Create, is a part without events that the commit carries before the run's:
+	// the workflow at the revision the trigger decided on (triggerWorkflow). When it fails the
+	// item is left out whole, as when the run exists.
+	check eventstore.StreamAppend
 	// chained marks the step of a stage a chain ran after another of its run (ChainNext): its
 	// stage exists only if the step before it dispatched it, so the item stands or falls with
 	// its step, which is decided on the run as that step leaves it. base is the run the step
@@ -131,6 +136,9 @@ func (h *Charges) planStep(ctx context.Context, plan *chargePlan, i int, it Char
 		step.part = plan.steps[prior].part
 		plan.parts[step.part].Events = append(plan.parts[step.part].Events, data...)
 	} else {
+		if c := it.Step.check; c.Stream != "" && !slices.ContainsFunc(plan.parts, func(p eventstore.StreamAppend) bool { return p.Stream == c.Stream && p.Expected == c.Expected }) {
+			plan.parts = append(plan.parts, c) // once a batch: runs of one workflow share it
+		}
 		step.part = len(plan.parts)
 		plan.parts = append(plan.parts, eventstore.StreamAppend{Stream: stream, Expected: cur.expected(), Events: append(created, data...)})
 	}
@@ -174,24 +182,27 @@ func runsAfter(plan chargePlan, res []eventstore.AppendResult) map[string]loaded
 	return out
 }
 
-// runConflict reports the run stream an append was refused on: a run moved by another writer
-// since the scheduler stepped it.
+// runConflict reports the run stream an append was refused on (a run moved by another writer
+// since the scheduler stepped it), or the workflow stream a trigger's check was (StageStep.check).
 func runConflict(err error) (string, bool) {
 	var wrong *eventstore.WrongExpectedVersionError
-	if errors.As(err, &wrong) && eventstore.Category(wrong.Stream) == run.Category {
+	if errors.As(err, &wrong) && (eventstore.Category(wrong.Stream) == run.Category || eventstore.Category(wrong.Stream) == workflow.Category) {
 		return wrong.Stream, true
 	}
 	return "", false
 }
 
-// dropSteps takes the steps of the run at stream out of items, for the batch to be written
+// dropSteps takes the steps of the run at stream (or checking the workflow at stream) out of items, for the batch to be written
 // again without them, and returns the items still in it; false when none had one (the
 // conflict is not a step's). An item that stands or falls with its step (stepRequired: it
 // creates the run, or is a chain's) is left out whole (errNotCreated): its execution must not
 // exist without its run, or without the step that dispatched it.
 func dropSteps(items []ChargedFinish, live []int, results []FinishResult, stream string) ([]int, bool) {
 	dropped := false
-	ofStream := func(i int) bool { s := items[i].Step; return s != nil && RunStream(s.RunID) == stream }
+	ofStream := func(i int) bool {
+		s := items[i].Step
+		return s != nil && (RunStream(s.RunID) == stream || s.check.Stream == stream)
+	}
 	for _, i := range live {
 		if ofStream(i) && !items[i].stepRequired() {
 			items[i].Step, dropped = nil, true

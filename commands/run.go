@@ -58,10 +58,23 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if err := domain.CheckStorableJSON("body", c.Input); err != nil {
 		return nil, err // before any run is written: a refused input leaves nothing behind
 	}
-	wf, err := h.Workflow(ctx, c.WorkspaceID, c.WorkflowID)
+	wf, check, err := triggerWorkflow(ctx, h, c, false)
 	if err != nil {
 		return nil, err
 	}
+	runs, err := h.trigger(ctx, c, wf, check)
+	if staleWorkflow(err, check) {
+		// Changed since this process cached it: nothing was written; read it and go again.
+		if wf, check, err = triggerWorkflow(ctx, h, c, true); err != nil {
+			return nil, err
+		}
+		return h.trigger(ctx, c, wf, check)
+	}
+	return runs, err
+}
+
+// trigger is TriggerWorkflow of workflow wf, whose runs' commits carry check (triggerWorkflow).
+func (h *Workflows) trigger(ctx context.Context, c TriggerWorkflow, wf workflow.State, check eventstore.StreamAppend) ([]TriggeredRun, error) {
 	key, err := concurrencyKey(ctx, wf.Definition, c.Input)
 	if err != nil {
 		return nil, err // before any run or key binding is written
@@ -75,7 +88,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 		}
 	}
 	if bound, found, err := h.keyedRuns(ctx, c); found || err != nil {
-		return h.startRuns(ctx, c, wf, key, bound, err)
+		return h.startRuns(ctx, c, wf, key, bound, check, err)
 	}
 	if err := h.checkBalance(ctx, c.WorkspaceID, passCost(h.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return nil, err
@@ -83,7 +96,7 @@ func (h *Workflows) TriggerWorkflow(ctx context.Context, c TriggerWorkflow) ([]T
 	if c.IdempotencyKey != "" {
 		planned, err = h.bindTriggerKey(ctx, c, planned)
 	}
-	return h.startRuns(ctx, c, wf, key, planned, err)
+	return h.startRuns(ctx, c, wf, key, planned, check, err)
 }
 
 // plannedRuns gives each ON_API_CALLED component of d a new run.
@@ -99,8 +112,9 @@ func plannedRuns(d workflow.Definition) []run.KeyedRun {
 }
 
 // startRuns appends the trigger of each run that does not exist yet: a run a keyed trigger
-// bound but did not start (it stopped between the two) is started by the next one.
-func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflow.State, key string, runs []run.KeyedRun, err error) ([]TriggeredRun, error) {
+// bound but did not start (it stopped between the two) is started by the next one. Each run's
+// commit carries check (triggerWorkflow).
+func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflow.State, key string, runs []run.KeyedRun, check eventstore.StreamAppend, err error) ([]TriggeredRun, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +124,7 @@ func (h *Workflows) startRuns(ctx context.Context, c TriggerWorkflow, wf workflo
 		if h.announce != nil {
 			h.announce(r.RunID)
 		}
-		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, c.Claim, func(s run.State) ([]domain.Event, error) {
+		st, dispatched, err := triggerRunStepped(ctx, h, r.RunID, true, c.Claim, check, func(s run.State) ([]domain.Event, error) {
 			return run.DecideTrigger(s, r.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, comp, wf.Definition, c.Input, key, edgeCondition(ctx), h.now())
 		})
 		if err != nil && !errors.Is(err, domain.ErrAlreadyExists) {

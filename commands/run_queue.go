@@ -73,7 +73,7 @@ func checkConcurrencyKey(src string) error {
 // same commit, so the queue holds every such run, in trigger order, whatever stops when; a
 // run without one is appended exactly as before, one stream and one commit.
 func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run.State) ([]domain.Event, error)) (run.State, error) {
-	st, _, err := triggerRunStepped(ctx, h, runID, false, nil, decide)
+	st, _, err := triggerRunStepped(ctx, h, runID, false, nil, eventstore.StreamAppend{}, decide)
 	return st, err
 }
 
@@ -82,7 +82,7 @@ func triggerRun(ctx context.Context, h *Workflows, runID string, decide func(run
 // that commit dispatched, for the caller to hand to the scheduler (Workflows.wake). The
 // trigger's commit takes claim, the signed request's (ErrReplayed when another request holds
 // it, and nothing is written); nil takes none.
-func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirst bool, claim *RequestClaim, decide func(run.State) ([]domain.Event, error)) (run.State, []run.Stage, error) {
+func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirst bool, claim *RequestClaim, check eventstore.StreamAppend, decide func(run.State) ([]domain.Event, error)) (run.State, []run.Stage, error) {
 	events, err := decide(run.State{})
 	if err != nil {
 		return run.State{}, nil, err
@@ -97,11 +97,11 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 		if stepFirst {
 			var folded run.State
 			events, dispatched, folded = firstStep(ctx, h, events)
-			if st, next, ok := triggerFirst(ctx, h, runID, events, folded, dispatched, claim); ok {
+			if st, next, ok := triggerFirst(ctx, h, runID, events, folded, dispatched, claim, check); ok {
 				return st, next, nil
 			}
 		}
-		st, err := appendNewRun(ctx, h, runID, events, claim, eventstore.StreamAppend{})
+		st, err := appendNewRun(ctx, h, runID, events, claim, check)
 		return st, dispatched, err
 	}
 	joinData, err := encodeEvents(ctx, []domain.Event{join})
@@ -110,30 +110,41 @@ func triggerRunStepped(ctx context.Context, h *Workflows, runID string, stepFirs
 	}
 	// The queue's stream is appended to at Any: joins of one key do not conflict with each
 	// other, and their commit order is the queue's order.
-	st, err := appendNewRun(ctx, h, runID, events, claim,
+	st, err := appendNewRun(ctx, h, runID, events, claim, check,
 		eventstore.StreamAppend{Stream: QueueStream(join.QueueID), Expected: eventstore.Any(), Events: joinData})
 	return st, nil, err
 }
 
-// appendNewRun appends the first events of run runID, with also (a part of another stream,
-// when it names one) in the same commit, which takes claim; domain.ErrAlreadyExists when the
-// run exists, ErrReplayed when another request holds the claim. The run's id is new, so its
-// stream is not read first.
-func appendNewRun(ctx context.Context, h *Workflows, runID string, events []domain.Event, claim *RequestClaim, also eventstore.StreamAppend) (run.State, error) {
+// appendNewRun appends the first events of run runID, after check and with also (parts of
+// other streams, when they name one) in the same commit, which takes claim;
+// domain.ErrAlreadyExists when the run exists, ErrReplayed when another request holds the
+// claim, check's *eventstore.WrongExpectedVersionError when it fails. The run's id is new, so
+// its stream is not read first.
+func appendNewRun(ctx context.Context, h *Workflows, runID string, events []domain.Event, claim *RequestClaim, check eventstore.StreamAppend, also ...eventstore.StreamAppend) (run.State, error) {
 	runData, err := encodeEvents(ctx, events)
 	if err != nil {
 		return run.State{}, err
 	}
-	parts := []eventstore.StreamAppend{{Stream: RunStream(runID), Expected: eventstore.NoStream(), Events: runData}}
+	created := eventstore.StreamAppend{Stream: RunStream(runID), Expected: eventstore.NoStream(), Events: runData}
 	if c, ok := claim.carried(); ok {
-		parts[0].Claims = []eventstore.Claim{c}
+		created.Claims = []eventstore.Claim{c}
 	}
-	if also.Stream != "" {
-		parts = append(parts, also)
+	// The check first: a store whose parts are not atomic checks it before writing.
+	parts, at := []eventstore.StreamAppend{created}, 0
+	if check.Stream != "" {
+		parts, at = []eventstore.StreamAppend{check, created}, 1
+	}
+	for _, p := range also {
+		if p.Stream != "" {
+			parts = append(parts, p)
+		}
 	}
 	res, err := h.store.AppendMulti(ctx, parts...)
 	if ce := (*eventstore.ClaimedError)(nil); errors.As(err, &ce) && claim.refusedBy(ce) {
 		return run.State{}, fmt.Errorf("trigger run %s: %w", runID, ErrReplayed)
+	}
+	if staleWorkflow(err, check) {
+		return run.State{}, fmt.Errorf("trigger run %s: %w", runID, err)
 	}
 	if isConflict(err) {
 		return run.State{}, domain.ErrAlreadyExists
@@ -146,7 +157,7 @@ func appendNewRun(ctx context.Context, h *Workflows, runID string, events []doma
 	for _, e := range events {
 		st.Apply(e)
 	}
-	h.cache.put(RunStream(runID), loaded[run.State]{state: st, revision: res[0].NextRevision, exists: true})
+	h.cache.put(RunStream(runID), loaded[run.State]{state: st, revision: res[at].NextRevision, exists: true})
 	return st.Clone(), nil
 }
 

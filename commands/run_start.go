@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
+	"github.com/switchyard/switchyard/eventstore"
 )
 
 // runIDSpace is the namespace of run ids derived from what started them (DerivedRunID).
@@ -69,7 +70,7 @@ func startRunOf(ctx context.Context, w *Workflows, wf workflow.State, c StartRun
 	if err := w.checkBalance(ctx, c.WorkspaceID, passCost(w.catalog.price(ctx, c.WorkspaceID), wf.Definition)); err != nil {
 		return started, false, err
 	}
-	st, dispatched, err := triggerRunStepped(ctx, w, c.RunID, true, nil, func(s run.State) ([]domain.Event, error) {
+	st, dispatched, err := triggerRunStepped(ctx, w, c.RunID, true, nil, eventstore.StreamAppend{}, func(s run.State) ([]domain.Event, error) {
 		return run.DecideTrigger(s, c.RunID, c.WorkspaceID, wf.ID, c.APIKeyID, c.TriggerID, wf.Definition, c.Input, key, edgeCondition(ctx), w.now())
 	})
 	if errors.Is(err, domain.ErrAlreadyExists) {

@@ -277,7 +277,9 @@ type Store interface {
 	// the order given. Each part keeps Append's rules (expectation, idempotent repeat). The
 	// Postgres backend makes the call atomic: if any part fails nothing is written, and an
 	// expectation failure is a *WrongExpectedVersionError naming that part's stream. Backends
-	// that cannot be atomic say what they guarantee (docs/kurrentdb.md).
+	// that cannot be atomic say what they guarantee (docs/kurrentdb.md). A part without
+	// events checks its expectation only (a trigger's workflow); where the call is atomic, what
+	// it checked still holds when the call commits.
 	AppendMulti(ctx context.Context, appends ...StreamAppend) ([]AppendResult, error)
 	// ReadStream returns up to max events of stream starting at revision from, in revision order.
 	// A stream with no events read from revision 0 gives ErrStreamNotFound; read from a later

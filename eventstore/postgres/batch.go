@@ -79,6 +79,9 @@ const batchMin = 2
 type batchPlan struct {
 	create, update []int // indexes of appends in each batched statement, by stream name
 	rest           []int // indexes of appends that keep their own statement, in order
+	// checks are the parts without events that expect an exact revision of a stream no other
+	// part names: multiFast checks them all in one statement (expectAtSQL).
+	checks []int
 }
 
 // planBatches decides which of parts go into a batched statement. Only appends with events
@@ -92,6 +95,8 @@ func planBatches(parts []encoded) batchPlan {
 	for i, e := range parts {
 		rev, exact := e.expected.ExactRevision()
 		switch {
+		case len(e.ids) == 0 && exact && rev <= math.MaxInt64 && seen[e.stream] == 1:
+			p.checks = append(p.checks, i)
 		case len(e.ids) == 0 || seen[e.stream] > 1:
 			p.rest = append(p.rest, i)
 		case e.expected.IsNoStream():

@@ -17,15 +17,17 @@ func TestPlanBatches(t *testing.T) {
 		return encoded{stream: stream, expected: expected, ids: make([][16]byte, events)}
 	}
 	parts := []encoded{
-		0: part("c-2", eventstore.NoStream(), 1),
-		1: part("c-1", eventstore.NoStream(), 3),
-		2: part("u-2", eventstore.Exact(4), 1),
-		3: part("u-1", eventstore.StreamExists(), 2),
-		4: part("dup", eventstore.Exact(0), 1),              // a stream twice: own statements, in order
-		5: part("any", eventstore.Any(), 1),                 // Any: own statement
-		6: part("dup", eventstore.Exact(1), 1),              //
-		7: part("big", eventstore.Exact(math.MaxUint64), 1), // beyond int64: own statement
-		8: part("none", eventstore.NoStream(), 0),           // no events: own statement
+		0:  part("c-2", eventstore.NoStream(), 1),
+		1:  part("c-1", eventstore.NoStream(), 3),
+		2:  part("u-2", eventstore.Exact(4), 1),
+		3:  part("u-1", eventstore.StreamExists(), 2),
+		4:  part("dup", eventstore.Exact(0), 1),              // a stream twice: own statements, in order
+		5:  part("any", eventstore.Any(), 1),                 // Any: own statement
+		6:  part("dup", eventstore.Exact(1), 1),              //
+		7:  part("big", eventstore.Exact(math.MaxUint64), 1), // beyond int64: own statement
+		8:  part("none", eventstore.NoStream(), 0),           // no events: own statement
+		9:  part("wf", eventstore.Exact(3), 0),               // no events at an exact revision: a check
+		10: part("dup", eventstore.Exact(2), 0),              // a check of a stream written too: own statement
 	}
 	p := planBatches(parts)
 	if want := []int{1, 0}; !slices.Equal(p.create, want) {
@@ -34,8 +36,11 @@ func TestPlanBatches(t *testing.T) {
 	if want := []int{3, 2}; !slices.Equal(p.update, want) {
 		t.Errorf("update = %v, want %v (by stream name)", p.update, want)
 	}
-	if want := []int{5, 7, 4, 6, 8}; !slices.Equal(p.rest, want) {
+	if want := []int{5, 7, 4, 6, 10, 8}; !slices.Equal(p.rest, want) {
 		t.Errorf("rest = %v, want %v (by stream name, one stream's appends in order)", p.rest, want)
+	}
+	if want := []int{9}; !slices.Equal(p.checks, want) {
+		t.Errorf("checks = %v, want %v", p.checks, want)
 	}
 	// A lone append of a kind keeps its own statement, whose plan is simpler.
 	lone := planBatches([]encoded{part("c", eventstore.NoStream(), 1), part("u", eventstore.Exact(0), 1)})
@@ -90,5 +95,44 @@ func TestAppendMultiWithBatchedCreatesIsAtomic(t *testing.T) {
 		if err != nil || len(evs) != 2 || res[i+1].NextRevision != 1 || res[i+1].Position != evs[1].Position {
 			t.Fatalf("created %s: %d events, %v; result %+v", name, len(evs), err, res[i+1])
 		}
+	}
+}
+
+// A check (a part without events at an exact revision) rides in the fast path's one round trip:
+// multiFast writes beside a check that holds, and declines (writing nothing) beside one that
+// does not, for the slow path to name.
+func TestAChecksFastPath(t *testing.T) {
+	pool, _ := newMigratedDB(t, 4)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	checked := "workflow-" + uuid.NewString()
+	if _, err := st.Append(ctx, checked, eventstore.NoStream(), event("Created"), event("Updated")); err != nil {
+		t.Fatal(err)
+	}
+	multi := func(rev uint64) (string, bool, error) {
+		made := "run-" + uuid.NewString()
+		parts, err := encodeParts([]eventstore.StreamAppend{
+			{Stream: checked, Expected: eventstore.Exact(rev)},
+			{Stream: made, Expected: eventstore.NoStream(), Events: []eventstore.EventData{event("Triggered")}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok, err := st.multiFast(ctx, st.pool, parts, claimSet{}, false)
+		return made, ok, err
+	}
+	made, ok, err := multi(1)
+	if err != nil || !ok {
+		t.Fatalf("fast path beside a check that holds: ok %v, %v; want it written", ok, err)
+	}
+	if evs, err := st.ReadStream(ctx, made, 0, 10); err != nil || len(evs) != 1 {
+		t.Fatalf("%s after the fast path: %d events, %v; want 1", made, len(evs), err)
+	}
+	made, ok, err = multi(0)
+	if err != nil || ok {
+		t.Fatalf("fast path beside a stale check: ok %v, %v; want it declined", ok, err)
+	}
+	if _, err := st.ReadStream(ctx, made, 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Fatalf("a declined fast path created %s: %v", made, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,9 +159,13 @@ type batchSender interface {
 // failed batch leaves that transaction for the caller to roll back. ok is false when some part
 // was declined (nothing is then written) and the slow path must decide.
 func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded, claims claimSet, commit bool) ([]eventstore.AppendResult, bool, error) {
+	plan := planBatches(parts)
 	stmts := make([]fastStatement, len(parts))
 	events := 0
 	for i, e := range parts {
+		if slices.Contains(plan.checks, i) {
+			continue
+		}
 		st, ok := fastQuery(e)
 		if !ok {
 			return nil, false, nil
@@ -168,7 +173,6 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 		stmts[i] = st
 		events += len(e.ids)
 	}
-	plan := planBatches(parts)
 	res := make([]eventstore.AppendResult, len(parts))
 	written := make([]bool, len(parts))
 	b := &pgx.Batch{}
@@ -177,6 +181,7 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	for _, i := range plan.rest {
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}
+	checked := queueChecks(b, parts, plan.checks, res)
 	claims.queue(b)
 	b.Queue(expectWrittenSQL, int64(events))
 	if commit {
@@ -184,6 +189,9 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	}
 	br := via.SendBatch(ctx, b)
 	err := readGroup(br, parts, plan, res, written)
+	if err == nil && checked {
+		_, err = br.Exec()
+	}
 	if err == nil && !claims.empty() {
 		_, err = br.Exec()
 	}
@@ -198,7 +206,8 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	}
 	switch {
 	case err == nil:
-		// eventstore_expect_written found every event written, so every part wrote (parts
+		// eventstore_expect_written found every event written, so every part wrote, and
+		// eventstore_expect_at found every part without events at its revision (other parts
 		// without events never come here: fastQuery leaves them to the slow path).
 		return res, true, nil
 	case multiDeclined(err):
@@ -215,6 +224,26 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 
 // expectWrittenSQL ends multiFast's batch (eventstore_expect_written in schema.go).
 const expectWrittenSQL = `SELECT eventstore_expect_written($1::bigint)`
+
+// expectAtSQL checks multiFast's parts without events (eventstore_expect_at in schema.go).
+const expectAtSQL = `SELECT eventstore_expect_at($1::text[], $2::bigint[])`
+
+// queueChecks queues the check of the parts at idx, which have no events and expect an exact
+// revision, and gives each its result: the revision it found (a check reports no position).
+// false when there are none.
+func queueChecks(b *pgx.Batch, parts []encoded, idx []int, res []eventstore.AppendResult) bool {
+	if len(idx) == 0 {
+		return false
+	}
+	streams, revs := make([]string, len(idx)), make([]int64, len(idx))
+	for k, i := range idx {
+		rev, _ := parts[i].expected.ExactRevision()
+		streams[k], revs[k] = parts[i].stream, int64(rev)
+		res[i] = eventstore.AppendResult{NextRevision: rev}
+	}
+	b.Queue(expectAtSQL, streams, revs)
+	return true
+}
 
 // multiDeclined reports whether err says a part of multiFast's batch was declined, so nothing
 // was written: by eventstore_expect_written, or by an event id stored already.

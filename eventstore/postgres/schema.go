@@ -255,6 +255,23 @@ BEGIN
     END IF;
 END
 $fn$;
+
+-- eventstore_expect_at checks an AppendMulti's parts without events (multi.go): each stream
+-- p_streams[i] must be at revision p_revs[i]. It locks their rows FOR SHARE, so no append to
+-- them commits before this transaction ends: what was checked still holds at the commit. A
+-- stream elsewhere raises SW005, and the slow path names it.
+CREATE OR REPLACE FUNCTION eventstore_expect_at(p_streams text[], p_revs bigint[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF (SELECT count(*) FROM (
+            SELECT 1 FROM streams s JOIN unnest(p_streams, p_revs) AS u(name, rev)
+                ON s.name = u.name AND s.revision = u.rev
+            ORDER BY s.name FOR SHARE OF s) l) <> cardinality(p_streams) THEN
+        RAISE EXCEPTION 'eventstore: a check of the multi-append was declined'
+            USING ERRCODE = 'SW005';
+    END IF;
+END
+$fn$;
 `
 
 // claimsSQL is the claims' part of the schema, which MigrateClaims also runs on its own. The

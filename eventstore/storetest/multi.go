@@ -90,6 +90,37 @@ func (s *suite) testAppendMulti(t *testing.T) {
 		}
 	})
 
+	t.Run("CheckOnly", func(t *testing.T) {
+		// A part without events checks its stream's revision (a trigger's workflow) beside the
+		// parts that write; put first, it refuses the call before any part writes, on every
+		// backend.
+		head := uint64(streamLen(t, st, existing) - 1)
+		made := stream("multi")
+		r, err := st.AppendMulti(ctx,
+			eventstore.StreamAppend{Stream: existing, Expected: eventstore.Exact(head)},
+			eventstore.StreamAppend{Stream: made, Expected: eventstore.NoStream(), Events: events("Created", 1)})
+		if err != nil {
+			t.Fatalf("append multi with a check that holds: %v", err)
+		}
+		if r[0].NextRevision != head {
+			t.Errorf("check's result: revision %d, want %d", r[0].NextRevision, head)
+		}
+		if n := streamLen(t, st, made); n != 1 {
+			t.Errorf("%s holds %d events beside a check that held, want 1", made, n)
+		}
+		refused := stream("multi")
+		_, err = st.AppendMulti(ctx,
+			eventstore.StreamAppend{Stream: existing, Expected: eventstore.Exact(head - 1)},
+			eventstore.StreamAppend{Stream: refused, Expected: eventstore.NoStream(), Events: events("Created", 1)})
+		checkWrongExpected(t, err, existing, eventstore.Exact(head-1), head, true)
+		if n := streamLen(t, st, refused); n != 0 {
+			t.Errorf("%s holds %d events beside a check that failed, want none", refused, n)
+		}
+		if n := streamLen(t, st, existing); uint64(n) != head+1 {
+			t.Errorf("a check changed %s: %d events, want %d", existing, n, head+1)
+		}
+	})
+
 	t.Run("WrongExpectedVersionNamesPart", func(t *testing.T) {
 		// Backends that are not atomic still name the failing part's stream.
 		_, err := st.AppendMulti(ctx,
