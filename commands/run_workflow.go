@@ -22,7 +22,7 @@ func triggerWorkflow(ctx context.Context, h *Workflows, c TriggerWorkflow, fresh
 	stream := WorkflowStream(c.WorkflowID)
 	if !fresh && c.IdempotencyKey == "" && h.takesClaims() {
 		l, _, cached := cachedState(h, stream, workflowAgg)
-		if cached && l.exists && l.state.Live() && l.state.WorkspaceID == c.WorkspaceID && len(plannedRuns(l.state.Definition)) == 1 {
+		if cached && l.exists && l.state.Live() && l.state.WorkspaceID == c.WorkspaceID && apiTriggers(l.state.Definition) == 1 {
 			return l.state, eventstore.StreamAppend{Stream: stream, Expected: eventstore.Exact(l.revision)}, nil
 		}
 	}
@@ -35,4 +35,15 @@ func triggerWorkflow(ctx context.Context, h *Workflows, c TriggerWorkflow, fresh
 func staleWorkflow(err error, check eventstore.StreamAppend) bool {
 	var wrong *eventstore.WrongExpectedVersionError
 	return check.Stream != "" && errors.As(err, &wrong) && wrong.Stream == check.Stream
+}
+
+// apiTriggers counts d's ON_API_CALLED components: the runs a trigger of d starts.
+func apiTriggers(d workflow.Definition) int {
+	n := 0
+	for _, c := range d.Components {
+		if c.Module == workflow.ModuleTrigger {
+			n++
+		}
+	}
+	return n
 }
