@@ -74,7 +74,7 @@ func TestChargeAndFinishLeavesOutAReplay(t *testing.T) {
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {
 		t.Fatalf("balance %s, want 8: two calls charged", got)
 	}
-	if got := len(txIDs(t, env, commands.ExecutionStream(items[0].ExecutionID), commands.ExecutionStream(items[2].ExecutionID))); got != 1 {
+	if got := len(env.Commits(t, commands.ExecutionStream(items[0].ExecutionID), commands.ExecutionStream(items[2].ExecutionID))); got != 1 {
 		t.Fatalf("the two calls were written by %d transactions, want 1", got)
 	}
 }

@@ -67,8 +67,8 @@ func TestAStageCarriesItsRunsStepIntoItsChargeCommit(t *testing.T) {
 	if err != nil || got.Status != run.StatusCompleted {
 		t.Fatalf("run %s (%v)", got.Status, err)
 	}
-	runTx := txIDs(t, env, commands.RunStream(st.ID))
-	chargeTx := txIDs(t, env, commands.ExecutionStream(item.ExecutionID), commands.BillingStream(ws))
+	runTx := env.Commits(t, commands.RunStream(st.ID))
+	chargeTx := env.Commits(t, commands.ExecutionStream(item.ExecutionID), commands.BillingStream(ws))
 	if len(chargeTx) != 2 || !slices.Contains(runTx, chargeTx[len(chargeTx)-1]) {
 		t.Fatalf("run commits %v, execution and account commits %v: the step is not in the charge commit", runTx, chargeTx)
 	}

@@ -42,28 +42,6 @@ func claimAndComplete(h *commands.Commands, id string) commands.ChargedFinish {
 		Outcome:  commands.Outcome{Worker: chargeWorker, Output: json.RawMessage(`{"n":1}`), Usage: billing.FromWhole(1)}}
 }
 
-// txIDs returns the distinct transaction ids of the events of streams.
-func txIDs(t *testing.T, env *testenv.Env, streams ...string) []int64 {
-	t.Helper()
-	rows, err := env.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text::bigint FROM events WHERE stream = ANY($1)`, streams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
 func balance(t *testing.T, h *commands.Commands, ws string) billing.Credits {
 	t.Helper()
 	b, err := h.Billing.Balance(context.Background(), ws)
@@ -84,7 +62,7 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 	for i, id := range ids {
 		items[i] = claimAndComplete(h, id)
 	}
-	before := len(txIDs(t, env, commands.BillingStream(ws)))
+	before := len(env.Commits(t, commands.BillingStream(ws)))
 
 	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
@@ -98,10 +76,10 @@ func TestChargeAndFinishIsOneCommit(t *testing.T) {
 	if !errors.Is(res[2].Err, domain.ErrInsufficientCredits) || res[2].Recorded {
 		t.Fatalf("the third item, beyond the balance: %+v", res[2])
 	}
-	if got := len(txIDs(t, env, commands.BillingStream(ws))); got != before+1 {
+	if got := len(env.Commits(t, commands.BillingStream(ws))); got != before+1 {
 		t.Fatalf("billing stream written by %d transactions, want %d", got, before+1)
 	}
-	written := txIDs(t, env, commands.ExecutionStream(ids[0]), commands.ExecutionStream(ids[1]))
+	written := env.Commits(t, commands.ExecutionStream(ids[0]), commands.ExecutionStream(ids[1]))
 	if len(written) != 3 { // each execution's submit, and the one commit of both outcomes
 		t.Fatalf("the two executions were written by %d transactions, want 3", len(written))
 	}
@@ -202,7 +180,7 @@ func TestChargeAndFinishLeavesOutAnUnstorableOutcome(t *testing.T) {
 	ids := submitEchoes(t, h, ws, 4)
 	items := []commands.ChargedFinish{claimAndComplete(h, ids[0]), completeWith(h, ids[1], `{"a":"\u0000"}`),
 		completeWith(h, ids[2], `{"n":1e999999}`), claimAndComplete(h, ids[3])}
-	before := len(txIDs(t, env, commands.BillingStream(ws)))
+	before := len(env.Commits(t, commands.BillingStream(ws)))
 
 	res, err := h.Charges.ChargeAndFinish(context.Background(), ws, items)
 	if err != nil {
@@ -221,7 +199,7 @@ func TestChargeAndFinishLeavesOutAnUnstorableOutcome(t *testing.T) {
 			t.Fatalf("item %d: %+v", i, res[i])
 		}
 	}
-	if got := len(txIDs(t, env, commands.BillingStream(ws))); got != before+1 {
+	if got := len(env.Commits(t, commands.BillingStream(ws))); got != before+1 {
 		t.Fatalf("billing stream written by %d transactions, want %d", got, before+1)
 	}
 	if got := balance(t, commands.New(env.Store), ws); got != billing.FromWhole(8) {

@@ -73,7 +73,7 @@ func TestAChainedRunIsOneCommit(t *testing.T) {
 	for _, it := range items {
 		streams = append(streams, commands.ExecutionStream(it.ExecutionID))
 	}
-	if tx := txIDs(t, env, streams...); len(tx) != 3 { // the account's top-up, the trigger, the chain
+	if tx := env.Commits(t, streams...); len(tx) != 3 { // the account's top-up, the trigger, the chain
 		t.Fatalf("commits %v: the chain is not one commit", tx)
 	}
 	if b, err := env.Cmds.Billing.Balance(ctx, ws); err != nil || b.Total() != billing.FromWhole(7) {

@@ -49,8 +49,8 @@ func TestATriggerWritesItsFirstStageInItsCommit(t *testing.T) {
 		t.Fatalf("the first stage was not recorded with the trigger: %+v", runner.last)
 	}
 	id := runs[0].RunID
-	runTx := txIDs(t, env, commands.RunStream(id))
-	stageTx := txIDs(t, env, commands.ExecutionStream(runner.last.State.ID), commands.BillingStream(ws))
+	runTx := env.Commits(t, commands.RunStream(id))
+	stageTx := env.Commits(t, commands.ExecutionStream(runner.last.State.ID), commands.BillingStream(ws))
 	if len(runTx) != 1 || len(stageTx) != 2 || !slices.Contains(stageTx, runTx[0]) {
 		t.Fatalf("run commits %v, stage execution and account commits %v: not one commit", runTx, stageTx)
 	}

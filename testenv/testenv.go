@@ -209,3 +209,18 @@ func firstMissing(rows, other []string) []string {
 	}
 	return out
 }
+
+// Commits returns the distinct transactions that wrote events to streams: how many commits
+// something took.
+func (e *Env) Commits(t testing.TB, streams ...string) []int64 {
+	t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text::bigint FROM events WHERE stream = ANY($1)`, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/run"
@@ -243,7 +241,7 @@ func TestARunOfRepeatableStagesIsOneCommit(t *testing.T) {
 		for _, stage := range st.Stages[1:] {
 			streams = append(streams, commands.ExecutionStream(stage.ExecutionID))
 		}
-		if len(commitsOf(t, env, streams...)) == 1 {
+		if len(env.Commits(t, streams...)) == 1 {
 			whole++
 		}
 		ids = append(ids, id)
@@ -278,18 +276,4 @@ func TestAChainEndsBeforeAFailingStage(t *testing.T) {
 	if err != nil || bal.Total() > billing.FromWhole(99) {
 		t.Fatalf("balance %v (%v): stage a not billed", bal.Total(), err)
 	}
-}
-
-// commitsOf is the distinct transactions that wrote events to streams.
-func commitsOf(t *testing.T, env *testenv.Env, streams ...string) []string {
-	t.Helper()
-	rows, err := env.Pool.Query(context.Background(), `SELECT DISTINCT tx_id::text FROM events WHERE stream = ANY($1)`, streams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return txs
 }
