@@ -272,6 +272,39 @@ type stateCache struct {
 	young, old map[string]any
 }
 
+// stateCaches is a process's state cache: one stateCache for most streams, and one of their own
+// for the categories given one. Cache windows have theirs: a window is small and consulted on
+// every call of a cacheable module, and a process that has forgotten an open window guesses it
+// closed, runs the call, and has its commit refused. Sharing the executions' cache, 2,048
+// distinct calls in flight pushed their own windows out, and identical calls then ran at a
+// tenth of the speed of the first ones.
+type stateCaches struct {
+	shared *stateCache
+	own    map[string]*stateCache // by category
+}
+
+// newStateCaches returns a cache of size states, and of sizes[c] more for each category c.
+func newStateCaches(size int, sizes map[string]int) *stateCaches {
+	c := &stateCaches{shared: newStateCache(size), own: map[string]*stateCache{}}
+	for category, n := range sizes {
+		c.own[category] = newStateCache(n)
+	}
+	return c
+}
+
+// of is the cache that keeps stream.
+func (c *stateCaches) of(stream string) *stateCache {
+	if own, ok := c.own[eventstore.Category(stream)]; ok {
+		return own
+	}
+	return c.shared
+}
+
+func (c *stateCaches) get(stream string) (any, bool)  { return c.of(stream).get(stream) }
+func (c *stateCaches) put(stream string, v any)       { c.of(stream).put(stream, v) }
+func (c *stateCaches) take(stream string) (any, bool) { return c.of(stream).take(stream) }
+func (c *stateCaches) drop(stream string)             { c.of(stream).drop(stream) }
+
 func newStateCache(max int) *stateCache {
 	return &stateCache{max: max, young: map[string]any{}, old: map[string]any{}}
 }

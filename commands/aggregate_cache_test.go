@@ -3,6 +3,9 @@ package commands
 import (
 	"fmt"
 	"testing"
+
+	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
 )
 
 // An entry in use survives any number of others passing through, and the cache never holds
@@ -57,5 +60,39 @@ func TestStateCacheKeepsTheLaterRevision(t *testing.T) {
 	c.put("billing-w", loaded[int]{state: 12, revision: 12, exists: true})
 	if v, _ := c.get("billing-w"); v.(loaded[int]).revision != 18 {
 		t.Fatalf("cached revision %d after a stale put over the old generation, want 18", v.(loaded[int]).revision)
+	}
+}
+
+// A category with a cache of its own keeps its states however many others pass through the
+// shared one: cache windows stay known while more distinct calls are in flight than the
+// shared cache holds.
+func TestStateCachesKeepAWindowPastTheSharedBound(t *testing.T) {
+	c := newStateCaches(100, map[string]int{"window": 1000})
+	c.put("window-a", 1)
+	for i := range 10_000 {
+		c.put(fmt.Sprint("execution-", i), i)
+	}
+	if v, ok := c.get("window-a"); !ok || v != 1 {
+		t.Fatalf("the window after 10,000 executions: %v %v", v, ok)
+	}
+	if _, ok := c.get("execution-0"); ok {
+		t.Fatal("the shared cache kept more than its bound")
+	}
+	if v, ok := c.take("window-a"); !ok || v != 1 {
+		t.Fatalf("take: %v %v", v, ok)
+	}
+	c.put("window-b", 2)
+	c.drop("window-b")
+	if _, ok := c.get("window-b"); ok {
+		t.Fatal("a dropped window is still there")
+	}
+}
+
+// A process keeps cache windows apart from the states of its executions.
+func TestAProcessKeepsWindowsInTheirOwnCache(t *testing.T) {
+	c := New(nil).Executions.cache
+	window := eventstore.StreamName(execution.CacheCategory, "key")
+	if c.of(window) == c.shared || c.of(ExecutionStream("e")) != c.shared {
+		t.Fatal("cache windows share the executions' cache")
 	}
 }

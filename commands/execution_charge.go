@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
@@ -125,9 +128,11 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 			}
 		}
 		if stream, ok := windowConflict(err); ok {
-			// Another call opened an item's window first: answer it and write the others.
+			// Another call opened an item's window first: answer it, and every other item
+			// whose window stands elsewhere than it guessed, and write the others.
 			h.cache.drop(stream)
-			rest := leaveOut(live, results, errWindowTaken, func(i int) bool { return items[i].Window.opens(stream) })
+			taken := h.takenWindows(ctx, items, live, stream)
+			rest := leaveOut(live, results, errWindowTaken, func(i int) bool { return taken[i] })
 			if len(rest) == len(live) {
 				return nil, fmt.Errorf("charge and finish in %s: %w", workspaceID, err)
 			}
@@ -180,6 +185,44 @@ func windowConflict(err error) (string, bool) {
 		return wrong.Stream, true
 	}
 	return "", false
+}
+
+// windowReads bounds the reads takenWindows makes at once.
+const windowReads = 8
+
+// takenWindows picks the items at live whose cache window another call opened first: the one
+// at stream, which refused the batch, and those a read now finds elsewhere than their opening
+// expects. A process that does not know a window (after a restart, on another instance, or
+// once it left the state cache) guesses it is not open, and identical calls come together: a
+// batch of them was refused once for each, a commit's round trip apiece, where it is now read
+// once, in parallel, and refused once. An unreadable window keeps its item: the append
+// checks it.
+func (h *Charges) takenWindows(ctx context.Context, items []ChargedFinish, live []int, stream string) map[int]bool {
+	taken := map[int]bool{}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(windowReads)
+	for _, i := range live {
+		w := items[i].Window
+		if w == nil {
+			continue
+		}
+		if w.opens(stream) {
+			taken[i] = true
+			continue
+		}
+		g.Go(func() error {
+			now, err := load(ctx, h, w.stream, cacheWindowAgg)
+			if err == nil && (now.exists != w.read.exists || now.revision != w.read.revision) {
+				mu.Lock()
+				taken[i] = true
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait() //nolint:errcheck // each read's error keeps its item in the batch
+	return taken
 }
 
 // opens reports whether w opens the window at stream (false for nil).

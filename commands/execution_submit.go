@@ -106,6 +106,9 @@ func (h *Executions) SubmitExecution(ctx context.Context, c SubmitExecution) (_ 
 	if err := s.openCacheWindow(ctx); err != nil {
 		return execution.State{}, err
 	}
+	if st, recorded, err := s.recordFreeAfterAll(ctx); recorded || err != nil {
+		return st, err
+	}
 	return s.appendSubmit(ctx)
 }
 

@@ -1,10 +1,13 @@
 package commands_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,19 +199,60 @@ func (r *recordingRunner) TryRunFirst(ctx context.Context, run commands.FirstRun
 }
 func (r *recordingRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
 	st := run.State
-	usage := billing.Credits(st.CostMilli)
 	if r.before != nil {
 		r.before(run)
 	}
-	res, err := r.cmds.Charges.ChargeAndFinish(ctx, st.WorkspaceID, []commands.ChargedFinish{{ExecutionID: st.ID,
-		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
-		Outcome: commands.Outcome{Worker: r.Worker(), Output: st.Input, Usage: usage},
-		Create:  run.Create, Claim: run.Claim, Window: run.Window, Step: run.Step}})
+	res, err := r.cmds.Charges.ChargeAndFinish(ctx, st.WorkspaceID, []commands.ChargedFinish{echoed(run, r.Worker())})
 	if err != nil {
 		return st, false
 	}
 	r.last = res[0]
 	return res[0].State, res[0].Recorded
+}
+
+// echoed is the charged finish of a call run first whose module echoed its input.
+func echoed(run commands.FirstRun, worker string) commands.ChargedFinish {
+	st := run.State
+	usage := billing.Credits(st.CostMilli)
+	return commands.ChargedFinish{ExecutionID: st.ID,
+		Charge:  commands.ChargeRequest{Cause: "execution-" + st.ID, Amount: usage},
+		Outcome: commands.Outcome{Worker: worker, Output: st.Input, Usage: usage},
+		Create:  run.Create, Claim: run.Claim, Window: run.Window, Step: run.Step}
+}
+
+// batchRunner records the calls run first in one charge batch once n of them have come, as the
+// executor gathers a workspace's finished calls into its next batch.
+type batchRunner struct {
+	recordingRunner
+	n       int
+	mu      sync.Mutex
+	runs    []commands.FirstRun
+	results []commands.FinishResult
+	done    chan struct{}
+}
+
+func (r *batchRunner) TryRunFirst(ctx context.Context, run commands.FirstRun) (execution.State, bool) {
+	return r.RunFirst(ctx, run, time.Second)
+}
+
+func (r *batchRunner) RunFirst(ctx context.Context, run commands.FirstRun, _ time.Duration) (execution.State, bool) {
+	r.mu.Lock()
+	i := len(r.runs)
+	r.runs = append(r.runs, run)
+	if len(r.runs) == r.n {
+		items := make([]commands.ChargedFinish, r.n)
+		for j, run := range r.runs {
+			items[j] = echoed(run, r.Worker())
+		}
+		r.results, _ = r.cmds.Charges.ChargeAndFinish(ctx, run.State.WorkspaceID, items)
+		close(r.done)
+	}
+	r.mu.Unlock()
+	<-r.done
+	if r.results == nil {
+		return run.State, false
+	}
+	return r.results[i].State, r.results[i].Recorded
 }
 
 // A call run first opens its cache window in the commit that records it, expecting the window
@@ -240,4 +284,65 @@ func TestARunFirstCallThatLosesItsWindowIsTheLeadersRepeat(t *testing.T) {
 	if bal, err := here.Billing.Balance(context.Background(), ws); err != nil || bal.Total() != billing.FromWhole(10) {
 		t.Fatalf("balance %v (%v): the refused run-first call was charged", bal.Total(), err)
 	}
+}
+
+// Calls of windows another process opened, run first here (which never saw those windows) and
+// gathered in one charge batch, are refused once, not once each: the batch reads the windows it
+// guessed and leaves out every call whose window is open. Each call is then its window's free
+// repeat, recorded complete in one commit with its leader's output.
+func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	ctx := context.Background()
+	const n = 4
+	call := func(i int) commands.SubmitExecution {
+		return commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+			Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute, WaitFor: 5 * time.Second}
+	}
+	there := &recordingRunner{cmds: newSubmitHandler(t, env)}
+	other := commands.WithRunner(there.cmds, there)
+	leaders := make([]execution.State, n)
+	for i := range n {
+		var err error
+		if leaders[i], err = other.Executions.SubmitExecution(ctx, call(i)); err != nil || leaders[i].Status != execution.StatusCompleted {
+			t.Fatalf("leader %d: %+v, %v", i, leaders[i].Record(), err)
+		}
+	}
+	store := &watchedStore{Store: env.Store}
+	runner := &batchRunner{recordingRunner: recordingRunner{cmds: commands.New(store)}, n: n, done: make(chan struct{})}
+	here := commands.WithRunner(runner.cmds, runner)
+	repeats := make([]execution.State, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var err error
+			repeats[i], err = here.Executions.SubmitExecution(ctx, call(i))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tries := store.appendsTo(commands.BillingStream(ws)); tries != 1 {
+		t.Fatalf("the batch was tried %d times, want once", tries)
+	}
+	for i, st := range repeats {
+		if st.CachedFrom != leaders[i].ID || st.Status != execution.StatusCompleted || st.TotalUsage != 0 || !sameJSON(st.Output, leaders[i].Output) {
+			t.Fatalf("repeat %d: %+v; want completed free from %s with %s", i, st.Record(), leaders[i].ID, leaders[i].Output)
+		}
+		if events, err := env.Store.ReadStream(ctx, commands.ExecutionStream(st.ID), 0, 10); err != nil || len(events) != 2 {
+			t.Fatalf("repeat %d's stream holds %d events (%v), want its submit and completion", i, len(events), err)
+		}
+	}
+	if bal, err := here.Billing.Balance(ctx, ws); err != nil || bal.Total() != billing.FromWhole(100-n) {
+		t.Fatalf("balance %v (%v), want %d: only the leaders bill", bal.Total(), err, 100-n)
+	}
+}
+
+// sameJSON reports whether a and b are the same JSON text but for insignificant space.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/modules"
 	"github.com/switchyard/switchyard/seal"
@@ -22,12 +23,19 @@ import (
 // appended to the same stream first.
 const maxConflictRetries = 20
 
+// stateCacheSize is how many states a process keeps (stateCaches), and windowCacheSize how many
+// cache windows beside them (about 200 bytes each).
+const (
+	stateCacheSize  = 4096
+	windowCacheSize = 65536
+)
+
 // core is what every noun handler shares: one event store, one clock and one state cache per
 // process. Each handler embeds it; load, execute and their kin take any handler (handler).
 type core struct {
 	store eventstore.Store
 	now   func() time.Time
-	cache *stateCache
+	cache *stateCaches
 	// modules validates workflow components and submits and prices their runs.
 	modules *modules.Registry
 	// sealer seals the callback secrets of submits.
@@ -101,7 +109,7 @@ func WithBaseURL(u string) Option { return func(c *core) { c.baseURL = u } }
 
 // New returns the handlers of every noun, appending to store.
 func New(store eventstore.Store, opts ...Option) *Commands {
-	c := &core{store: store, now: time.Now, cache: newStateCache(4096)}
+	c := &core{store: store, now: time.Now, cache: newStateCaches(stateCacheSize, map[string]int{execution.CacheCategory: windowCacheSize})}
 	for _, o := range opts {
 		o(c)
 	}

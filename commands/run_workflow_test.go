@@ -13,27 +13,53 @@ import (
 	"github.com/switchyard/switchyard/testenv"
 )
 
-// readsOf is a Postgres store that records the streams read.
-type readsOf struct {
+// watchedStore is a Postgres store that records the streams read, and the streams of each
+// AppendMulti.
+type watchedStore struct {
 	eventstore.Store
-	mu    sync.Mutex
-	reads []string
+	mu      sync.Mutex
+	reads   []string
+	appends [][]string
 }
 
-func (s *readsOf) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.RecordedEvent, error) {
+func (s *watchedStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.RecordedEvent, error) {
 	s.mu.Lock()
 	s.reads = append(s.reads, stream)
 	s.mu.Unlock()
 	return s.Store.ReadStream(ctx, stream, from, max)
 }
 
-// TakesClaims keeps the Postgres store's claims (and its one-commit AppendMulti) visible.
-func (s *readsOf) TakesClaims() bool { return true }
+func (s *watchedStore) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	streams := make([]string, len(appends))
+	for i, a := range appends {
+		streams[i] = a.Stream
+	}
+	s.mu.Lock()
+	s.appends = append(s.appends, streams)
+	s.mu.Unlock()
+	return s.Store.AppendMulti(ctx, appends...)
+}
 
-func (s *readsOf) read(stream string) bool {
+// TakesClaims keeps the Postgres store's claims (and its one-commit AppendMulti) visible.
+func (s *watchedStore) TakesClaims() bool { return true }
+
+func (s *watchedStore) read(stream string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Contains(s.reads, stream)
+}
+
+// appendsTo counts the AppendMulti calls that wrote to stream.
+func (s *watchedStore) appendsTo(stream string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, streams := range s.appends {
+		if slices.Contains(streams, stream) {
+			n++
+		}
+	}
+	return n
 }
 
 // A trigger takes the workflow as its process cached it, with no read, and its run's commit
@@ -47,7 +73,7 @@ func TestATriggerStartsTheDefinitionAnotherInstanceSaved(t *testing.T) {
 			env := testenv.New(t)
 			ws := env.Workspace(t, 10)
 			ctx := context.Background()
-			store := &readsOf{Store: env.Store}
+			store := &watchedStore{Store: env.Store}
 			h := commands.New(store)
 			if withRunner {
 				runner := &recordingRunner{cmds: h}

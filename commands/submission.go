@@ -181,6 +181,20 @@ func (s *submission) recordFree(ctx context.Context) (execution.State, bool, err
 	return ended, true, nil
 }
 
+// recordFreeAfterAll records a call that ran first and was left out of its commit because
+// another call had opened its window (a window this process guessed was not open) as a free
+// call of that window's leader, when the leader has completed: one commit, where appending its
+// submit for the executor to follow the leader took two.
+func (s *submission) recordFreeAfterAll(ctx context.Context) (execution.State, bool, error) {
+	if !s.tried.Exists || s.leader == "" {
+		return execution.State{}, false, nil
+	}
+	if err := s.findLeaderOutput(ctx); err != nil {
+		return execution.State{}, false, err
+	}
+	return s.recordFree(ctx)
+}
+
 // runFirst hands a repeatable call to the runner before its submit is appended (recorded
 // true: submit, outcome, charge and the opening of its cache window are written). When the
 // runner gives up on it, the signature is taken now, for the usual path.
