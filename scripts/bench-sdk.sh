@@ -10,16 +10,17 @@
 #    alone, answered without a database (the least a submit can cost here).
 # 4. `switchyard bench` on a scratch database: submits without waiting from CLIENTS signed
 #    clients (executor running), waitForMs latency at RATE requests/s, waitForMs one caller at a
-#    time on an idle server, end-to-end executions/s for TOTAL executions; then the same e2e
-#    with two service instances sharing the database, measured after a warm-up e2e in their
-#    process as the one-instance e2e is after the phases before it (INSTANCES2=0 skips it);
-#    both again at LOAD_CLIENTS clients, e2e with the service's default cache window
+#    time on an idle server, end-to-end executions/s for TOTAL executions; then one instance
+#    against two sharing the database, alternating for PAIRS rounds, each a warm second e2e
+#    phase (INSTANCES2=0 skips the two), at CLIENTS and at LOAD_CLIENTS clients; e2e with the
+#    service's default cache window
 #    (CACHE_WINDOW, distinct calls, each opening a window), workflow runs of three core.echo
 #    stages beside an e2e of the same process (IDLE runs one at a time, RUNS by CLIENTS
 #    callers; RUNS=0 skips it), and the submit path alone (--submit-only).
 # 5. The headline: end to end with the service's defaults (CACHE_WINDOW windows, distinct calls)
 #    driven from this process against a separately started `serve` (`bench --target`), beside
-#    the same e2e in-process with windows and without, alternating for PAIRS rounds (2).
+#    the same e2e in-process with windows and without, alternating for PAIRS rounds (2); the
+#    in-process one with windows then repeats its calls, each a free repeat of its window.
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
@@ -93,31 +94,28 @@ export DATABASE_URL="postgres://${PGUSER}@${PGHOST}:${PGPORT}/${SCRATCH_DB}?sslm
 "$work/switchyard" bench floor --clients "$CLIENTS" --duration "${DURATION}s" | tee "$work/bench.txt"
 quiesce
 "$work/switchyard" bench --clients "$CLIENTS" --duration "${DURATION}s" --rate "$RATE" --total "$TOTAL" --idle "$IDLE" | tee -a "$work/bench.txt"
-if [ "$INSTANCES2" = 1 ]; then
-	quiesce
-	# Two e2e phases, the first a warm-up: the one-instance e2e above runs in a process warmed by
-	# the phases before it (connections, prepared statements, caches, heap), and a cold first
-	# phase runs 8 to 15 % slower on a fresh database, and slower still on the one the phases
-	# above filled: that would be charged to the second instance.
-	"$work/switchyard" bench e2e e2e --instances 2 --clients "$CLIENTS" --total "$TOTAL" |
-		awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-two:" : "e2e-two-warmup:") } { print }' | tee -a "$work/bench.txt"
-fi
-# End to end again under more load: LOAD_CLIENTS clients keep that many submits in flight, as a
-# busy service sees (River's own benchmark keeps its workers saturated the same way). The
-# targets are judged at CLIENTS; this shows how the rates hold up as load rises (LOAD_CLIENTS=0
-# skips it). Each is the second of two e2e phases in its process, as the two-instance one is:
-# a cold first phase (8 to 15 % slower) would be charged to the load.
-if [ "$LOAD_CLIENTS" != 0 ]; then
-	quiesce
-	"$work/switchyard" bench e2e e2e --clients "$LOAD_CLIENTS" --total "$TOTAL" |
-		awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-load:" : "e2e-load-warmup:") } { print }' | tee -a "$work/bench.txt"
-	if [ "$INSTANCES2" = 1 ]; then
-		quiesce
-		"$work/switchyard" bench e2e e2e --instances 2 --clients "$LOAD_CLIENTS" --total "$TOTAL" |
-			awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-load-two:" : "e2e-load-two-warmup:") } /^claims:/ { sub(/^claims:/, "claims-load:") } { print }' |
-			tee -a "$work/bench.txt"
-	fi
-fi
+# One instance against two sharing the database, at CLIENTS and then at LOAD_CLIENTS (0 skips
+# it) clients, alternating for PAIRS rounds: each figure is the second e2e phase of a fresh
+# process (a workspace of its own), after a warm-up e2e (a cold first phase runs 8 to 15 % slower),
+# so the two sides differ in the instances alone, and a ratio is the mean of PAIRS rounds, not
+# one noisy pair. INSTANCES2=0 runs only the one-instance side (for the load figure).
+# scaling CLIENTS PREFIX: PAIRS rounds of one instance (PREFIX-one) then two (PREFIX-two).
+scaling() {
+	local n
+	for _ in $(seq "$PAIRS"); do
+		for n in 1 2; do
+			[ "$n" = 2 ] && [ "$INSTANCES2" != 1 ] && continue
+			local label="$2-one"
+			[ "$n" = 2 ] && label="$2-two"
+			quiesce
+			"$work/switchyard" bench e2e e2e --instances "$n" --clients "$1" --total "$TOTAL" |
+				awk -v l="$label" -v c="$2" '/^e2e:/ { sub(/^e2e:/, n++ ? l ":" : l "-warmup:") } /^claims:/ { sub(/^claims:/, c "-claims:") } { print }' |
+				tee -a "$work/bench.txt"
+		done
+	done
+}
+scaling "$CLIENTS" e2e-scale
+[ "$LOAD_CLIENTS" != 0 ] && scaling "$LOAD_CLIENTS" e2e-load
 # End to end as a user runs the service: its defaults, cache windows included (distinct calls,
 # each of which runs, bills and opens a window), driven from outside against a separately
 # started serve; beside it the same e2e in-process, with windows and without (the phases above
@@ -147,7 +145,9 @@ if [ "$CACHE_WINDOW" != 0 ]; then
 		wait "$serve_pid" || true
 		serve_pid=""
 		quiesce
-		"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" | sed 's/^e2e:/e2e-cache:/' | tee -a "$work/bench.txt"
+		# Its second phase repeats the first's calls: each is free, its window's leader's repeat.
+		"$work/switchyard" bench e2e e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
+			awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-repeat:" : "e2e-cache:") } { print }' | tee -a "$work/bench.txt"
 		quiesce
 		"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-off:/' | tee -a "$work/bench.txt"
 	done
@@ -172,11 +172,13 @@ floor="$(field floor: submits/s)"
 sps="$(field submit: submits/s)"
 sos="$(field submit-only: submits/s)"
 e2e="$(field e2e: executions/s)"
-e2e2="$(field e2e-two: executions/s)"
-e2el="$(field e2e-load: executions/s)"
-e2el2="$(field e2e-load-two: executions/s)"
+e2e1="$(mean e2e-scale-one: executions/s)"
+e2e2="$(mean e2e-scale-two: executions/s)"
+e2el="$(mean e2e-load-one: executions/s)"
+e2el2="$(mean e2e-load-two: executions/s)"
 e2ec="$(mean e2e-cache: executions/s)"
 e2eo="$(mean e2e-off: executions/s)"
+e2er="$(mean e2e-repeat: executions/s)"
 e2ex="$(mean e2e-external: executions/s)"
 idle_p50="$(awk '/^idle:/ { for (i = 1; i <= NF; i++) if ($i == "p50") print $(i+1) }' "$work/bench.txt" | tr -d ,)"
 wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
@@ -193,14 +195,16 @@ if [ -n "$e2ex" ]; then
 	printf 'END TO END, defaults (%s cache windows), separate serve: %s/s (ratio %s to River; target 0.25)\n' "$CACHE_WINDOW" "$e2ex" "$(ratio "$e2ex" "$jobs")"
 	printf '  in-process, defaults:                 %s/s (separate serve at %s of it; target 0.9)\n' "$e2ec" "$(ratio "$e2ex" "$e2ec")"
 	printf '  in-process, windows off:              %s/s (defaults at %s of it; target 0.9)\n' "$e2eo" "$(ratio "$e2ec" "$e2eo")"
+	printf '  in-process, the same calls repeated:  %s/s (free; %s of the first calls)\n' "$e2er" "$(ratio "$e2er" "$e2ec")"
 	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|cache|off):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
 fi
 printf 'end-to-end executions:                  %s/s (ratio %s to River; target 0.15)\n' "$e2e" "$(ratio "$e2e" "$jobs")"
-[ -n "$e2e2" ] && printf 'end-to-end, two instances:              %s/s (%s of one instance; target 0.9)\n' "$e2e2" "$(ratio "$e2e2" "$e2e")"
-grep '^claims:' "$work/bench.txt" | sed 's/^/two instances: /' || true
-[ -n "$e2el" ] && printf 'end-to-end at %s clients:               %s/s (ratio %s to River)\n' "$LOAD_CLIENTS" "$e2el" "$(ratio "$e2el" "$jobs")"
-[ -n "$e2el2" ] && printf 'end-to-end at %s clients, two instances: %s/s (%s of one instance)\n' "$LOAD_CLIENTS" "$e2el2" "$(ratio "$e2el2" "$e2el")"
-grep '^claims-load:' "$work/bench.txt" | sed 's/^claims-load:/two instances under load: claims:/' || true
+[ -n "$e2e2" ] && printf 'end-to-end, two instances:              %s/s (%s of one instance at %s/s; target 0.9)\n' "$e2e2" "$(ratio "$e2e2" "$e2e1")" "$e2e1"
+grep '^e2e-scale-claims:' "$work/bench.txt" | sed 's/^e2e-scale-claims:/two instances: claims:/' || true
+[ -n "$e2el" ] && printf 'end-to-end at %s clients:               %s/s (%s of %s clients, target 0.9; ratio %s to River)\n' "$LOAD_CLIENTS" "$e2el" "$(ratio "$e2el" "$e2e1")" "$CLIENTS" "$(ratio "$e2el" "$jobs")"
+[ -n "$e2el2" ] && printf 'end-to-end at %s clients, two instances: %s/s (%s of one instance; target 0.9)\n' "$LOAD_CLIENTS" "$e2el2" "$(ratio "$e2el2" "$e2el")"
+grep '^e2e-load-claims:' "$work/bench.txt" | sed 's/^e2e-load-claims:/two instances under load: claims:/' || true
+printf '  (scaling rounds: %s)\n' "$(grep -E '^e2e-(scale|load)-(one|two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
 printf 'waitForMs, one caller, idle:            p50 %s (target 5ms)\n' "$idle_p50"
 printf 'waitForMs at %s/s:                      %s (targets p50 10ms, p99 50ms)\n' "$RATE" "${wait_line#wait: }"
 grep '^runs idle:' "$work/bench.txt" | sed 's/$/ (target p50 15ms)/' || true
