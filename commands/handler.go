@@ -24,7 +24,7 @@ import (
 const maxConflictRetries = 20
 
 // stateCacheSize is how many states a process keeps (stateCaches), and windowCacheSize how many
-// cache windows beside them (about 200 bytes each).
+// cache windows beside them (a few hundred bytes each: some 20 MB when full).
 const (
 	stateCacheSize  = 4096
 	windowCacheSize = 65536
