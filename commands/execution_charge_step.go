@@ -194,9 +194,10 @@ func runConflict(err error) (string, bool) {
 
 // dropSteps takes the steps of the run at stream (or checking the workflow at stream) out of
 // items, for the batch to be written again without them, and returns the items still in it;
-// false when none had one (the conflict is not a step's). An item that stands or falls with its step (stepRequired: it
-// creates the run, or is a chain's) is left out whole (errNotCreated): its execution must not
-// exist without its run, or without the step that dispatched it.
+// false when none had one (the conflict is not a step's). An item that stands or falls with
+// its step (stepRequired: it creates the run, or is a chain's) is left out whole
+// (errNotCreated): its execution must not exist without its run, or without the step that
+// dispatched it.
 func dropSteps(items []ChargedFinish, live []int, results []FinishResult, stream string) ([]int, bool) {
 	dropped := false
 	ofStream := func(i int) bool {
