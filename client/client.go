@@ -60,12 +60,22 @@ func New(baseURL, apiKey, apiSecret string, opts ...Option) (*Client, error) {
 		return nil, errors.New("client: the API key must begin with ws_")
 	}
 	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), apiKey: apiKey, key: key,
-		httpClient: &http.Client{Timeout: 30 * time.Second}, now: time.Now, maxRetries: 3, backoff: 250 * time.Millisecond}
+		httpClient: &http.Client{Timeout: 30 * time.Second, Transport: sharedTransport}, now: time.Now, maxRetries: 3, backoff: 250 * time.Millisecond}
 	for _, o := range opts {
 		o(c)
 	}
 	return c, nil
 }
+
+// sharedTransport is the connection pool of every Client made without WithHTTPClient:
+// http.DefaultTransport's configuration with room for a busy caller's idle connections. At
+// its default of two per host, a client shared by many goroutines closed, after each answer,
+// every connection beyond two and dialled again for the next call.
+var sharedTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
+}()
 
 // ParseSecret decodes an apiSecret: base64 of a PKCS#8 DER Ed25519 private key.
 func ParseSecret(apiSecret string) (ed25519.PrivateKey, error) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,6 +64,53 @@ func TestSignedRequestsPassTheServiceAuthentication(t *testing.T) {
 	}
 	if len(bodies) != 3 || bodies[0] != `{"module":"core.echo","input":{"a":1},"config":{}}` {
 		t.Fatalf("bodies the server received: %q", bodies)
+	}
+}
+
+// A client shared by many goroutines reuses its connections: at http.DefaultTransport's two idle
+// connections per host, every answer beyond two closed its connection and the next call
+// dialled again.
+func TestAClientSharedByManyCallersKeepsItsConnections(t *testing.T) {
+	var dialled atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"e1","module":"core.echo","status":"COMPLETED","completed":true,"output":{},"error":null,"totalUsage":1}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	m, err := apikeys.Mint(uuid.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(srv.URL, m.APIKey, m.APISecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers, calls = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*calls)
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				if _, err := c.GetExecution(context.Background(), "e1"); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// A caller finding no idle connection dials; racing callers may dial one more each.
+	if n := dialled.Load(); n > 2*callers {
+		t.Fatalf("%d calls by %d callers opened %d connections, want at most %d", callers*calls, callers, n, 2*callers)
 	}
 }
 

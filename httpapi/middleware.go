@@ -73,9 +73,23 @@ func requestLog(base logrus.FieldLogger, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
 		next.ServeHTTP(rec, r.WithContext(WithLogger(r.Context(), log)))
+		if !debugEnabled(log) {
+			return // the fields below cost every request a map and an entry, for a line not written
+		}
 		log.WithFields(logrus.Fields{"method": r.Method, "path": loggedPath(r.URL.Path), "status": rec.status,
 			"durationMs": time.Since(start).Milliseconds()}).Debug("request")
 	})
+}
+
+// debugEnabled reports whether log writes debug lines; a logger of unknown kind is assumed to.
+func debugEnabled(log logrus.FieldLogger) bool {
+	switch l := log.(type) {
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
+	case *logrus.Logger:
+		return l.IsLevelEnabled(logrus.DebugLevel)
+	}
+	return true
 }
 
 // loggedPath is a request's path as the log may keep it: a hook's URL is its credential, so

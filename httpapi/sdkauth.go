@@ -290,7 +290,7 @@ func (a *SDKAuth) Route(cost int, h http.Handler, opts ...RouteOption) http.Hand
 		}
 		// The handler reads the same bytes that were verified.
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !apikeys.Verify(key.PublicKey, apikeys.Message(r.Method, requestTarget(r), tsText, body), sig) {
+		if !key.verify(apikeys.Message(r.Method, requestTarget(r), tsText, body), sig) {
 			WriteError(w, http.StatusUnauthorized, MsgInvalidSignature)
 			return
 		}

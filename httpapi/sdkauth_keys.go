@@ -32,6 +32,16 @@ type SDKKey struct {
 	AllowedWorkflowIDs []string
 	ExpiresAt          *time.Time
 	Revoked            bool
+	// verifier is PublicKey prepared once when the key is cached (verify).
+	verifier *apikeys.Verifier
+}
+
+// verify reports whether sig is the key's signature of msg.
+func (k SDKKey) verify(msg, sig []byte) bool {
+	if k.verifier == nil {
+		return apikeys.Verify(k.PublicKey, msg, sig)
+	}
+	return k.verifier.Verify(msg, sig)
 }
 
 // LookupFromStore adapts a fold of the key's stream, such as commands.Workspaces.APIKey, to a
@@ -128,6 +138,8 @@ func (a *SDKAuth) key(ctx context.Context, id string, now time.Time, addr string
 		if err != nil {
 			return nil, err
 		}
+		v := apikeys.NewVerifier(k.PublicKey)
+		k.verifier = &v
 		c := cachedKey{key: k, found: true, fetched: now}
 		a.cache.put(id, c)
 		a.known.put(id, cachedKey{found: true, fetched: now})

@@ -95,9 +95,19 @@ func (t *tail) join(cursor eventstore.Position, filter eventstore.Filter) *tailM
 // add queues the events of b after cursor that m's filter selects; t.mu is held.
 func (m *tailMember) add(b tailBatch, cursor eventstore.Position) {
 	fb := tailBatch{from: b.from, to: b.to}
+	n := 0
 	for _, ev := range b.events {
 		if cursor.Less(ev.Position) && m.filter.Matches(ev) {
-			fb.events = append(fb.events, ev)
+			n++
+		}
+	}
+	if n > 0 {
+		// Sized once: events are large values, and every member copies its share of each read.
+		fb.events = make([]eventstore.RecordedEvent, 0, n)
+		for _, ev := range b.events {
+			if cursor.Less(ev.Position) && m.filter.Matches(ev) {
+				fb.events = append(fb.events, ev)
+			}
 		}
 	}
 	m.pending = append(m.pending, fb)

@@ -20,3 +20,29 @@ func Verify(pub ed25519.PublicKey, msg, sig []byte) bool {
 	}
 	return voi.VerifyWithOptions(voi.PublicKey(pub), msg, sig, stdLibSemantics)
 }
+
+// Verifier checks signatures of one key. The key's point is decoded and its multiples table
+// built once, which takes about an eighth off each check (BenchmarkVerify): the service keeps
+// one per cached API key, and every SDK request is checked. It accepts exactly what Verify
+// accepts for the same key.
+type Verifier struct {
+	pub ed25519.PublicKey
+	exp *voi.ExpandedPublicKey // nil when pub is not a point: Verify then refuses every signature
+}
+
+// NewVerifier prepares pub for repeated checks.
+func NewVerifier(pub ed25519.PublicKey) Verifier {
+	v := Verifier{pub: pub}
+	if len(pub) == ed25519.PublicKeySize {
+		v.exp, _ = voi.NewExpandedPublicKey(voi.PublicKey(pub))
+	}
+	return v
+}
+
+// Verify reports whether sig is the key's signature of msg.
+func (v Verifier) Verify(msg, sig []byte) bool {
+	if v.exp == nil {
+		return Verify(v.pub, msg, sig)
+	}
+	return voi.VerifyExpandedWithOptions(v.exp, msg, sig, stdLibSemantics)
+}

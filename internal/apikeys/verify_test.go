@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Verify agrees with crypto/ed25519.Verify on valid signatures and on every kind of damage:
+// Verify and a Verifier agree with crypto/ed25519.Verify on valid signatures and on every kind of damage:
 // a flipped bit in the signature, the message or the key, a signature of another key, bytes
 // of the wrong length, and the small-order and non-canonical encodings that the two
 // libraries' defaults treat differently.
@@ -18,6 +18,9 @@ func TestVerifyAgreesWithTheStandardLibrary(t *testing.T) {
 		want := len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, msg, sig)
 		if got := Verify(pub, msg, sig); got != want {
 			t.Fatalf("%s: Verify = %v, crypto/ed25519 = %v", what, got, want)
+		}
+		if got := NewVerifier(pub).Verify(msg, sig); got != want {
+			t.Fatalf("%s: Verifier = %v, crypto/ed25519 = %v", what, got, want)
 		}
 	}
 	for i := range 300 {
@@ -82,7 +85,8 @@ func flip(b []byte, n int) []byte {
 	return c
 }
 
-// BenchmarkVerify compares Verify with crypto/ed25519.Verify on a request-sized message.
+// BenchmarkVerify compares Verify and a Verifier with crypto/ed25519.Verify on a request-sized
+// message.
 func BenchmarkVerify(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	msg := Message("POST", "/v1/sdk/components", "1764201600", make([]byte, 200))
@@ -90,6 +94,14 @@ func BenchmarkVerify(b *testing.B) {
 	b.Run("curve25519-voi", func(b *testing.B) {
 		for b.Loop() {
 			if !Verify(pub, msg, sig) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	v := NewVerifier(pub)
+	b.Run("Verifier", func(b *testing.B) {
+		for b.Loop() {
+			if !v.Verify(msg, sig) {
 				b.Fatal("refused")
 			}
 		}
