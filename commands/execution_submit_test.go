@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
@@ -345,4 +348,42 @@ func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
 func sameJSON(a, b json.RawMessage) bool {
 	var ca, cb bytes.Buffer
 	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// Executions and their events get time-ordered IDs (UUIDv7): each is a key of B-tree indexes,
+// where a random one sends every insert to a random page (commands.newID).
+func TestExecutionsAndEventsGetTimeOrderedIDs(t *testing.T) {
+	env := testenv.New(t)
+	h := newSubmitHandler(t, env)
+	ws := env.Workspace(t, 10)
+	var ids []uuid.UUID
+	for n := range 3 {
+		st, err := h.Executions.SubmitExecution(context.Background(), commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo",
+			Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Config: json.RawMessage(`{}`), Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := uuid.Parse(st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		rows, err := env.Pool.Query(context.Background(), `SELECT event_id FROM events WHERE stream = $1 ORDER BY revision`, "execution-"+st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil || len(events) == 0 {
+			t.Fatalf("events of %s: %v, %v", st.ID, events, err)
+		}
+		ids = append(ids, events...)
+	}
+	for i, id := range ids {
+		if id.Version() != 7 {
+			t.Fatalf("ID %s is version %d, want 7", id, id.Version())
+		}
+		if i > 0 && bytes.Compare(ids[i-1][:6], id[:6]) > 0 {
+			t.Fatalf("ID %s sorts before the earlier %s", id, ids[i-1])
+		}
+	}
 }

@@ -104,7 +104,7 @@ func plannedRuns(d workflow.Definition) []run.KeyedRun {
 	var out []run.KeyedRun
 	for _, comp := range d.Components {
 		if comp.Module == workflow.ModuleTrigger {
-			id := uuid.NewString()
+			id := newID().String()
 			out = append(out, run.KeyedRun{RunID: id, JobID: run.StageID(id, comp.ID, run.NoIteration), TriggerID: comp.ID})
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/google/uuid"
-
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/run"
 	"github.com/switchyard/switchyard/domain/workflow"
@@ -47,7 +45,7 @@ func (h *Workflows) RerunRun(ctx context.Context, c RerunRun) (TriggeredRun, err
 	}
 	id := c.NewRunID
 	if id == "" {
-		id = uuid.NewString()
+		id = newID().String()
 	}
 	planned, err := run.DecideRerun(orig, id, c.APIKeyID, r, nil, h.now())
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/execution"
 )
@@ -53,7 +51,7 @@ func (h *Executions) newSubmission(ctx context.Context, c SubmitExecution) (*sub
 		// unless the module says it may be served from the cache window.
 		c.CacheWindow = 0
 	}
-	return &submission{h: h, c: c, sub: sub, start: start, id: uuid.NewString(), runner: h.localRunner()}, nil
+	return &submission{h: h, c: c, sub: sub, start: start, id: newID().String(), runner: h.localRunner()}, nil
 }
 
 // earlierExecution is the idempotency key's read: the execution an earlier submit with the key
