@@ -238,3 +238,10 @@ func (q *Queries) OpenWaits(ctx context.Context) (int, error) {
 	err := q.db.QueryRow(ctx, `SELECT count(*) FROM run_waits`).Scan(&n)
 	return n, err
 }
+
+// RunsProjectedTo is the position of the last event the runs projector applied: the runs
+// UnfinishedRuns lists are those triggered up to it.
+func (q *Queries) RunsProjectedTo(ctx context.Context) (eventstore.Position, error) {
+	cp, err := readCheckpoint(ctx, q.db, Runs{}.Name())
+	return cp.Position, err
+}

@@ -3,9 +3,13 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
@@ -220,6 +224,59 @@ func TestATriggersDispatchIsStartedWithoutASweep(t *testing.T) {
 			checkRuns(t, env, ws, 100, ids)
 		})
 	}
+}
+
+// A run triggered before the lead opens its feed, and not yet in the runs read model when
+// the lead starts, is still started by the lead's first sweep: the lead waits for the read
+// model to hold the triggers before its feed's head. Here the runs projector is held (its
+// checkpoint row locked) until the lead is running, and sweeps come once an hour after it.
+func TestARunTriggeredBeforeTheLeadAndNotProjectedIsStarted(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	wf := create(t, env, ws, linearEcho)
+	startExecutor(t, env)
+	ctx := context.Background()
+	hold, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ('runs') ON CONFLICT DO NOTHING;
+		SELECT 1 FROM projection_checkpoints WHERE name = 'runs' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	id := triggerVia(t, env.Cmds, ws, wf)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	running := make(chan struct{})
+	log.AddHook(&onMessage{message: "scheduler running", seen: running})
+	s := scheduler.New(env.Store, env.Cmds, env.Queries, scheduler.Config{Logger: log, SweepInterval: time.Hour, SweepGrace: time.Hour})
+	testenv.Go(t, s.Run)
+	select {
+	case <-running:
+	case <-time.After(time.Minute):
+		t.Fatal("the scheduler did not start leading")
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkRuns(t, env, ws, 100, []string{id})
+}
+
+// onMessage closes seen when an entry with message is logged.
+type onMessage struct {
+	message string
+	seen    chan struct{}
+	once    sync.Once
+}
+
+func (h *onMessage) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *onMessage) Fire(e *logrus.Entry) error {
+	if e.Message == h.message {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
 }
 
 // A run whose stages are all repeatable built-ins, triggered where a runner and the scheduler

@@ -260,6 +260,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	s.background(ctx, func() { s.watchWaits(ctx) })
+	s.awaitTriggersProjected(ctx)
 	s.sweep(ctx, s.opts.Now().Add(time.Hour))
 	s.settleWaiting(ctx)
 	tick := time.NewTicker(s.opts.SweepInterval)
@@ -652,6 +653,41 @@ func (s *Scheduler) sweep(ctx context.Context, before time.Time) {
 	for _, id := range ids {
 		if err := s.reconcile(ctx, id); err != nil && ctx.Err() == nil {
 			s.log.WithError(err).WithField("runId", id).Warn("cannot reconcile run")
+		}
+	}
+}
+
+// triggers selects the events that add a run to the read model the sweep reads.
+var triggers = eventstore.Filter{Types: []string{run.Triggered{}.EventType()}}
+
+// awaitTriggersProjected waits until the runs read model holds every run triggered before the
+// feed's head, for at most a sweep grace. The feed brings only what follows its head, and the
+// lead's first sweep reads the read model: a run triggered just before the lead opened its
+// feed and not projected yet would otherwise wait for a sweep whose grace lets it see the run
+// (and not at all where sweeps are rare).
+func (s *Scheduler) awaitTriggersProjected(ctx context.Context) {
+	head, err := s.store.HeadPosition(ctx)
+	if err != nil {
+		return // the sweeps after the grace find what this would have waited for
+	}
+	deadline := time.NewTimer(s.opts.SweepGrace)
+	defer deadline.Stop()
+	for {
+		projected, err := s.queries.RunsProjectedTo(ctx)
+		if err != nil {
+			return
+		}
+		next, err := s.store.ReadAll(ctx, projected, 1, triggers)
+		if err != nil || len(next) == 0 || head.Less(next[0].Position) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			s.log.Warn("the runs read model is behind the log; runs triggered before this lead wait for a sweep")
+			return
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
