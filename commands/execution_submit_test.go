@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
+	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/seal"
 	"github.com/switchyard/switchyard/testenv"
 )
@@ -341,6 +342,58 @@ func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
 	}
 	if bal, err := here.Billing.Balance(ctx, ws); err != nil || bal.Total() != billing.FromWhole(100-n) {
 		t.Fatalf("balance %v (%v), want %d: only the leaders bill", bal.Total(), err, 100-n)
+	}
+}
+
+// A process that learned from the log the windows another opened (Windows.Learn, as
+// reactors/windows does) answers identical calls as free repeats at once: no charge batch tried
+// and refused on a window, no window read.
+func TestCallsInWindowsLearnedFromTheLogAreFreeWithoutARefusal(t *testing.T) {
+	env := testenv.New(t)
+	ws := env.Workspace(t, 100)
+	ctx := context.Background()
+	const n = 4
+	call := func(i int) commands.SubmitExecution {
+		return commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+			Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute, WaitFor: 5 * time.Second}
+	}
+	there := &recordingRunner{cmds: newSubmitHandler(t, env)}
+	other := commands.WithRunner(there.cmds, there)
+	leaders := make([]execution.State, n)
+	for i := range n {
+		var err error
+		if leaders[i], err = other.Executions.SubmitExecution(ctx, call(i)); err != nil || leaders[i].Status != execution.StatusCompleted {
+			t.Fatalf("leader %d: %+v, %v", i, leaders[i].Record(), err)
+		}
+	}
+	store := &watchedStore{Store: env.Store}
+	runner := &recordingRunner{cmds: commands.New(store)}
+	here := commands.WithRunner(runner.cmds, runner)
+	opened, err := env.Store.ReadAll(ctx, eventstore.Start, 100, eventstore.Filter{Types: []string{execution.CacheWindowOpened{}.EventType()}})
+	if err != nil || len(opened) != n {
+		t.Fatalf("%d windows opened (%v), want %d", len(opened), err, n)
+	}
+	for _, rec := range opened {
+		if err := here.Windows.Learn(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		st, err := here.Executions.SubmitExecution(ctx, call(i))
+		if err != nil || st.CachedFrom != leaders[i].ID || st.Status != execution.StatusCompleted || st.TotalUsage != 0 {
+			t.Fatalf("repeat %d: %+v, %v; want completed free from %s", i, st.Record(), err, leaders[i].ID)
+		}
+	}
+	if tries := store.appendsTo(commands.BillingStream(ws)); tries != 0 {
+		t.Fatalf("charge batches tried %d times, want none: every call was known free", tries)
+	}
+	for _, rec := range opened {
+		if store.read(rec.Stream) {
+			t.Fatalf("window %s read: it was known", rec.Stream)
+		}
+	}
+	if err := here.Windows.Learn(eventstore.RecordedEvent{Stream: commands.BillingStream(ws)}); err == nil {
+		t.Fatal("a billing stream's event learned as a window")
 	}
 }
 

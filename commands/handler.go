@@ -55,6 +55,8 @@ func (c *core) base() *core { return c }
 type Commands struct {
 	// Executions accepts submits and reads executions.
 	Executions *Executions
+	// Windows learns the cache windows other processes open, from the log.
+	Windows *Windows
 	// Attempts claims executions' attempts and records their outcomes (the executor's).
 	Attempts *Attempts
 	// Charges bills finishing executions with their outcomes, in batches.
@@ -127,6 +129,7 @@ func New(store eventstore.Store, opts ...Option) *Commands {
 	workflows.catalog = mods
 	return &Commands{
 		Executions: &Executions{core: c, executionStreams: streams, balanceCheck: balances, catalog: mods},
+		Windows:    &Windows{core: c},
 		Attempts:   &Attempts{core: c, executionStreams: streams, executionChanges: changes},
 		Charges:    &Charges{core: c},
 		Webhooks:   &Webhooks{core: c, executionStreams: streams, executionChanges: changes},

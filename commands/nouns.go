@@ -22,6 +22,12 @@ type Executions struct {
 	catalog *Modules
 }
 
+// Windows keeps this process's cache windows current with the ones other processes open
+// (window.go), as the log tells it (reactors/windows).
+type Windows struct {
+	*core
+}
+
 // Attempts claims the attempts of executions and records what they came to: the executor's
 // commands (execution.go, execution_runner.go).
 type Attempts struct {

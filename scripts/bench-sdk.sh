@@ -20,7 +20,8 @@
 # 5. The headline: end to end with the service's defaults (CACHE_WINDOW windows, distinct calls)
 #    driven from this process against a separately started `serve` (`bench --target`), beside
 #    the same e2e in-process with windows and without, alternating for PAIRS rounds (2); the
-#    in-process one with windows then repeats its calls, each a free repeat of its window.
+#    in-process one with windows then repeats its calls, each a free repeat of its window, and
+#    so do two instances (INSTANCES2=0 skips them).
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
@@ -148,6 +149,14 @@ if [ "$CACHE_WINDOW" != 0 ]; then
 		# Its second phase repeats the first's calls: each is free, its window's leader's repeat.
 		"$work/switchyard" bench e2e e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
 			awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-repeat:" : "e2e-cache:") } { print }' | tee -a "$work/bench.txt"
+		# The same on two instances: half the repeats reach the instance that did not open
+		# their window (reactors/windows tells it).
+		if [ "$INSTANCES2" = 1 ]; then
+			quiesce
+			"$work/switchyard" bench e2e e2e --instances 2 --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
+				awk '/^e2e:/ { sub(/^e2e:/, n++ ? "e2e-repeat-two:" : "e2e-cache-two:") } /^claims:/ { sub(/^claims:/, "e2e-cache-claims:") } { print }' |
+				tee -a "$work/bench.txt"
+		fi
 		quiesce
 		"$work/switchyard" bench e2e --clients "$CLIENTS" --total "$TOTAL" | sed 's/^e2e:/e2e-off:/' | tee -a "$work/bench.txt"
 	done
@@ -179,6 +188,8 @@ e2el2="$(mean e2e-load-two: executions/s)"
 e2ec="$(mean e2e-cache: executions/s)"
 e2eo="$(mean e2e-off: executions/s)"
 e2er="$(mean e2e-repeat: executions/s)"
+e2ec2="$(mean e2e-cache-two: executions/s)"
+e2er2="$(mean e2e-repeat-two: executions/s)"
 e2ex="$(mean e2e-external: executions/s)"
 idle_p50="$(awk '/^idle:/ { for (i = 1; i <= NF; i++) if ($i == "p50") print $(i+1) }' "$work/bench.txt" | tr -d ,)"
 wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
@@ -196,7 +207,11 @@ if [ -n "$e2ex" ]; then
 	printf '  in-process, defaults:                 %s/s (separate serve at %s of it; target 0.9)\n' "$e2ec" "$(ratio "$e2ex" "$e2ec")"
 	printf '  in-process, windows off:              %s/s (defaults at %s of it; target 0.9)\n' "$e2eo" "$(ratio "$e2ec" "$e2eo")"
 	printf '  in-process, the same calls repeated:  %s/s (free; %s of the first calls)\n' "$e2er" "$(ratio "$e2er" "$e2ec")"
-	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|cache|off):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
+	if [ -n "$e2ec2" ]; then
+		printf '  two instances, defaults:              %s/s (%s of one instance; target 0.9)\n' "$e2ec2" "$(ratio "$e2ec2" "$e2ec")"
+		printf '  two instances, the same calls repeated: %s/s (%s of one instance)\n' "$e2er2" "$(ratio "$e2er2" "$e2er")"
+	fi
+	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|cache|repeat|off|cache-two|repeat-two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
 fi
 printf 'end-to-end executions:                  %s/s (ratio %s to River; target 0.15)\n' "$e2e" "$(ratio "$e2e" "$jobs")"
 [ -n "$e2e2" ] && printf 'end-to-end, two instances:              %s/s (%s of one instance at %s/s; target 0.9)\n' "$e2e2" "$(ratio "$e2e2" "$e2e1")" "$e2e1"

@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/reactors/scheduler"
 	"github.com/switchyard/switchyard/reactors/schedules"
 	"github.com/switchyard/switchyard/reactors/webhooks"
+	"github.com/switchyard/switchyard/reactors/windows"
 	"github.com/switchyard/switchyard/server"
 )
 
@@ -115,6 +116,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		}})
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log, Now: a.now()})
+	// Every instance learns the cache windows the others open, so their repeats are free here
+	// at once (reactors/windows).
+	windowsFollower := windows.New(a.store, a.cmds, windows.Config{Logger: a.log, Registerer: a.registry})
 	wake = sched.Wake
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
@@ -149,6 +153,9 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		g.Go(func() error { return bulkWorker.Run(gctx) })
 		g.Go(func() error { return fires.Run(gctx) })
 		g.Go(func() error { return debouncer.Run(gctx) })
+	}
+	if a.cfg.CacheWindow > 0 {
+		g.Go(func() error { return windowsFollower.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })
