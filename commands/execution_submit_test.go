@@ -290,28 +290,37 @@ func TestARunFirstCallThatLosesItsWindowIsTheLeadersRepeat(t *testing.T) {
 	}
 }
 
-// Calls of windows another process opened, run first here (which never saw those windows) and
-// gathered in one charge batch, are refused once, not once each: the batch reads the windows it
-// guessed and leaves out every call whose window is open. Each call is then its window's free
-// repeat, recorded complete in one commit with its leader's output.
-func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
-	env := testenv.New(t)
-	ws := env.Workspace(t, 100)
-	ctx := context.Background()
-	const n = 4
-	call := func(i int) commands.SubmitExecution {
+// windowsOpenedElsewhere has another process open the windows of n distinct core.echo calls
+// of a new workspace ws with 100 credits, returning the call for each and the leader that
+// opened its window.
+func windowsOpenedElsewhere(t *testing.T, n int) (env *testenv.Env, ws string, call func(int) commands.SubmitExecution, leaders []execution.State) {
+	t.Helper()
+	env = testenv.New(t)
+	ws = env.Workspace(t, 100)
+	call = func(i int) commands.SubmitExecution {
 		return commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
 			Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute, WaitFor: 5 * time.Second}
 	}
 	there := &recordingRunner{cmds: newSubmitHandler(t, env)}
 	other := commands.WithRunner(there.cmds, there)
-	leaders := make([]execution.State, n)
+	leaders = make([]execution.State, n)
 	for i := range n {
 		var err error
-		if leaders[i], err = other.Executions.SubmitExecution(ctx, call(i)); err != nil || leaders[i].Status != execution.StatusCompleted {
+		if leaders[i], err = other.Executions.SubmitExecution(context.Background(), call(i)); err != nil || leaders[i].Status != execution.StatusCompleted {
 			t.Fatalf("leader %d: %+v, %v", i, leaders[i].Record(), err)
 		}
 	}
+	return env, ws, call, leaders
+}
+
+// Calls of windows another process opened, run first here (which never saw those windows) and
+// gathered in one charge batch, are refused once, not once each: the batch reads the windows it
+// guessed and leaves out every call whose window is open. Each call is then its window's free
+// repeat, recorded complete in one commit with its leader's output.
+func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
+	const n = 4
+	env, ws, call, leaders := windowsOpenedElsewhere(t, n)
+	ctx := context.Background()
 	store := &watchedStore{Store: env.Store}
 	runner := &batchRunner{recordingRunner: recordingRunner{cmds: commands.New(store)}, n: n, done: make(chan struct{})}
 	here := commands.WithRunner(runner.cmds, runner)
@@ -349,23 +358,9 @@ func TestABatchOfCallsInWindowsOpenedElsewhereIsRefusedOnce(t *testing.T) {
 // reactors/windows does) answers identical calls as free repeats at once: no charge batch tried
 // and refused on a window, no window read.
 func TestCallsInWindowsLearnedFromTheLogAreFreeWithoutARefusal(t *testing.T) {
-	env := testenv.New(t)
-	ws := env.Workspace(t, 100)
-	ctx := context.Background()
 	const n = 4
-	call := func(i int) commands.SubmitExecution {
-		return commands.SubmitExecution{WorkspaceID: ws, Module: "core.echo", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
-			Config: json.RawMessage(`{}`), Attempts: 1, CacheWindow: time.Minute, WaitFor: 5 * time.Second}
-	}
-	there := &recordingRunner{cmds: newSubmitHandler(t, env)}
-	other := commands.WithRunner(there.cmds, there)
-	leaders := make([]execution.State, n)
-	for i := range n {
-		var err error
-		if leaders[i], err = other.Executions.SubmitExecution(ctx, call(i)); err != nil || leaders[i].Status != execution.StatusCompleted {
-			t.Fatalf("leader %d: %+v, %v", i, leaders[i].Record(), err)
-		}
-	}
+	env, ws, call, leaders := windowsOpenedElsewhere(t, n)
+	ctx := context.Background()
 	store := &watchedStore{Store: env.Store}
 	runner := &recordingRunner{cmds: commands.New(store)}
 	here := commands.WithRunner(runner.cmds, runner)
