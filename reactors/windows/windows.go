@@ -63,13 +63,28 @@ var filter = eventstore.Filter{Types: []string{execution.CacheWindowOpened{}.Eve
 // Run follows the windows opened from now on, until ctx ends. (Windows opened before are found
 // by the first call that needs them, as before.)
 func (f *Follower) Run(ctx context.Context) error {
-	events, err := feed.Open(ctx, f.store, filter, f.log)
-	if err != nil {
+	if err := f.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped during start-up: a clean stop
 		}
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Start subscribes to the log and follows it in the background until ctx ends: every window
+// opened after Start returns is learned.
+func (f *Follower) Start(ctx context.Context) error {
+	events, err := feed.Open(ctx, f.store, filter, f.log)
+	if err != nil {
 		return fmt.Errorf("windows: %w", err)
 	}
+	go f.follow(events)
+	return nil
+}
+
+func (f *Follower) follow(events <-chan eventstore.RecordedEvent) {
 	for rec := range events {
 		if err := f.cmds.Windows.Learn(rec); err != nil {
 			f.log.WithError(err).WithField("stream", rec.Stream).Warn("cache window not learned")
@@ -77,5 +92,4 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		f.learned.Inc()
 	}
-	return nil
 }
