@@ -117,8 +117,16 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 	hooks := webhooks.New(a.store, a.cmds, a.queries, a.sealer, webhooks.Config{
 		AllowPrivate: a.cfg.WebhookAllowPrivate, RootCAs: a.cfg.WebhookCAs, Logger: a.log, Now: a.now()})
 	// Every instance learns the cache windows the others open, so their repeats are free here
-	// at once (reactors/windows).
-	windowsFollower := windows.New(a.store, a.cmds, windows.Config{Logger: a.log, Registerer: a.registry})
+	// at once (reactors/windows): from before it listens, so every window opened once this
+	// instance answers is learned.
+	if a.cfg.CacheWindow > 0 {
+		fctx, stopFollower := context.WithCancel(ctx)
+		defer stopFollower()
+		follower := windows.New(a.store, a.cmds, windows.Config{Logger: a.log, Registerer: a.registry})
+		if err := follower.Start(fctx); err != nil {
+			return err
+		}
+	}
 	wake = sched.Wake
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
@@ -153,9 +161,6 @@ func (a *app) serve(ctx context.Context, ready chan<- string) error {
 		g.Go(func() error { return bulkWorker.Run(gctx) })
 		g.Go(func() error { return fires.Run(gctx) })
 		g.Go(func() error { return debouncer.Run(gctx) })
-	}
-	if a.cfg.CacheWindow > 0 {
-		g.Go(func() error { return windowsFollower.Run(gctx) })
 	}
 	g.Go(func() error { return idp.Run(gctx) })
 	g.Go(func() error { return hooks.Run(gctx) })

@@ -60,21 +60,9 @@ func New(store eventstore.Store, cmds *commands.Commands, cfg Config) *Follower 
 
 var filter = eventstore.Filter{Types: []string{execution.CacheWindowOpened{}.EventType()}}
 
-// Run follows the windows opened from now on, until ctx ends. (Windows opened before are found
-// by the first call that needs them, as before.)
-func (f *Follower) Run(ctx context.Context) error {
-	if err := f.Start(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped during start-up: a clean stop
-		}
-		return err
-	}
-	<-ctx.Done()
-	return nil
-}
-
 // Start subscribes to the log and follows it in the background until ctx ends: every window
-// opened after Start returns is learned.
+// opened after Start returns is learned. (Windows opened before are found by the first call
+// that needs them, by the refused commit.)
 func (f *Follower) Start(ctx context.Context) error {
 	events, err := feed.Open(ctx, f.store, filter, f.log)
 	if err != nil {
