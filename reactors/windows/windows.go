@@ -5,7 +5,7 @@
 // Without it, that instance guessed the window not open, ran the call, had its charge batch
 // refused on the window and read its windows before answering the call free: with two
 // instances, half the repeats of a call took that path, and two instances answered repeats at
-// 0.39 of one's speed.
+// about a third of one's speed (docs/performance.md, "Cache windows").
 //
 // Every instance runs one; it needs no lock. What it learns is only ever a state the stream had
 // (a window's state is its last opening), so a late or missed event costs speed, never
@@ -47,7 +47,7 @@ type Follower struct {
 	learned prometheus.Counter
 }
 
-// New returns a follower of store's windows for cmds; Run starts it.
+// New returns a follower of store's windows for cmds; Start starts it.
 func New(store eventstore.Store, cmds *commands.Commands, cfg Config) *Follower {
 	cfg.setDefaults()
 	learned := prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_cache_windows_learned_total",
