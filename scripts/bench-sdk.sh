@@ -22,10 +22,13 @@
 #    the same e2e in-process with windows and without, alternating for PAIRS rounds (2); the
 #    in-process one with windows then repeats its calls, each a free repeat of its window, and
 #    so do two instances (INSTANCES2=0 skips them).
+# 6. Many tenants: the same one-against-two instance rounds with the calls spread over
+#    WORKSPACES workspaces (8; 0 skips), each with its own account and key and each called on
+#    every instance, as a platform's tenants are behind a load balancer.
 # Then it prints the ratios the targets of docs/performance.md are stated in.
 #
 # Usage: scripts/bench-sdk.sh   (DURATION=10 CLIENTS=32 RATE=200 TOTAL=10000 IDLE=200
-#        LOAD_CLIENTS=128 CACHE_WINDOW=10m RUNS=1000 by default; RIVER=0 skips River, CACHE_WINDOW=0 the
+#        LOAD_CLIENTS=128 CACHE_WINDOW=10m RUNS=1000 WORKSPACES=8 by default; RIVER=0 skips River, CACHE_WINDOW=0 the
 #        cache-window phase)
 # Server: PGHOST/PGPORT/PGUSER (default 127.0.0.1:5432, postgres). Needs pgbench, psql, go.
 set -euo pipefail
@@ -42,6 +45,7 @@ LOAD_CLIENTS="${LOAD_CLIENTS:-128}"
 CACHE_WINDOW="${CACHE_WINDOW:-10m}"
 RUNS="${RUNS:-1000}"
 PAIRS="${PAIRS:-2}"
+WORKSPACES="${WORKSPACES:-8}"
 RIVER_VERSION="${RIVER_VERSION:-v0.29.0}"
 SCRATCH_DB="sw_bench_sdk_$$"
 RIVER_DB="sw_bench_river_$$"
@@ -100,23 +104,28 @@ quiesce
 # process (a workspace of its own), after a warm-up e2e (a cold first phase runs 8 to 15 % slower),
 # so the two sides differ in the instances alone, and a ratio is the mean of PAIRS rounds, not
 # one noisy pair. INSTANCES2=0 runs only the one-instance side (for the load figure).
-# scaling CLIENTS PREFIX: PAIRS rounds of one instance (PREFIX-one) then two (PREFIX-two).
+# scaling CLIENTS PREFIX [ARGS...]: PAIRS rounds of one instance (PREFIX-one) then two
+# (PREFIX-two), each with bench's further ARGS.
 scaling() {
-	local n
+	local clients="$1" prefix="$2" n
+	shift 2
 	for _ in $(seq "$PAIRS"); do
 		for n in 1 2; do
 			[ "$n" = 2 ] && [ "$INSTANCES2" != 1 ] && continue
-			local label="$2-one"
-			[ "$n" = 2 ] && label="$2-two"
+			local label="$prefix-one"
+			[ "$n" = 2 ] && label="$prefix-two"
 			quiesce
-			"$work/switchyard" bench e2e e2e --instances "$n" --clients "$1" --total "$TOTAL" |
-				awk -v l="$label" -v c="$2" '/^e2e:/ { sub(/^e2e:/, n++ ? l ":" : l "-warmup:") } /^claims:/ { sub(/^claims:/, c "-claims:") } { print }' |
+			"$work/switchyard" bench e2e e2e --instances "$n" --clients "$clients" --total "$TOTAL" "$@" |
+				awk -v l="$label" -v c="$prefix" '/^e2e:/ { sub(/^e2e:/, n++ ? l ":" : l "-warmup:") } /^claims:/ { sub(/^claims:/, c "-claims:") } { print }' |
 				tee -a "$work/bench.txt"
 		done
 	done
 }
 scaling "$CLIENTS" e2e-scale
 [ "$LOAD_CLIENTS" != 0 ] && scaling "$LOAD_CLIENTS" e2e-load
+# The same calls spread over many workspaces: each workspace's account takes its charges a batch
+# at a time, and with two instances every account is charged from both.
+[ "$WORKSPACES" != 0 ] && scaling "$CLIENTS" e2e-tenants --workspaces "$WORKSPACES"
 # End to end as a user runs the service: its defaults, cache windows included (distinct calls,
 # each of which runs, bills and opens a window), driven from outside against a separately
 # started serve; beside it the same e2e in-process, with windows and without (the phases above
@@ -185,6 +194,8 @@ e2e1="$(mean e2e-scale-one: executions/s)"
 e2e2="$(mean e2e-scale-two: executions/s)"
 e2el="$(mean e2e-load-one: executions/s)"
 e2el2="$(mean e2e-load-two: executions/s)"
+e2et="$(mean e2e-tenants-one: executions/s)"
+e2et2="$(mean e2e-tenants-two: executions/s)"
 e2ec="$(mean e2e-cache: executions/s)"
 e2eo="$(mean e2e-off: executions/s)"
 e2er="$(mean e2e-repeat: executions/s)"
@@ -219,7 +230,10 @@ grep '^e2e-scale-claims:' "$work/bench.txt" | sed 's/^e2e-scale-claims:/two inst
 [ -n "$e2el" ] && printf 'end-to-end at %s clients:               %s/s (%s of %s clients, target 0.9; ratio %s to River)\n' "$LOAD_CLIENTS" "$e2el" "$(ratio "$e2el" "$e2e1")" "$CLIENTS" "$(ratio "$e2el" "$jobs")"
 [ -n "$e2el2" ] && printf 'end-to-end at %s clients, two instances: %s/s (%s of one instance; target 0.9)\n' "$LOAD_CLIENTS" "$e2el2" "$(ratio "$e2el2" "$e2el")"
 grep '^e2e-load-claims:' "$work/bench.txt" | sed 's/^e2e-load-claims:/two instances under load: claims:/' || true
-printf '  (scaling rounds: %s)\n' "$(grep -E '^e2e-(scale|load)-(one|two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
+[ -n "$e2et" ] && printf 'end-to-end over %s workspaces:           %s/s (%s of one workspace)\n' "$WORKSPACES" "$e2et" "$(ratio "$e2et" "$e2e1")"
+[ -n "$e2et2" ] && printf 'end-to-end over %s workspaces, two instances: %s/s (%s of one instance)\n' "$WORKSPACES" "$e2et2" "$(ratio "$e2et2" "$e2et")"
+grep '^e2e-tenants-claims:' "$work/bench.txt" | sed 's/^e2e-tenants-claims:/two instances over many workspaces: claims:/' || true
+printf '  (scaling rounds: %s)\n' "$(grep -E '^e2e-(scale|load|tenants)-(one|two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
 printf 'waitForMs, one caller, idle:            p50 %s (target 5ms)\n' "$idle_p50"
 printf 'waitForMs at %s/s:                      %s (targets p50 10ms, p99 50ms)\n' "$RATE" "${wait_line#wait: }"
 grep '^runs idle:' "$work/bench.txt" | sed 's/$/ (target p50 15ms)/' || true

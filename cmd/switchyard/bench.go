@@ -35,7 +35,11 @@ type benchOptions struct {
 	// instances is how many service instances share the database (each with its own pool,
 	// event store, executor and projections); clients are spread over them.
 	instances int
-	idle      int
+	// workspaces is how many workspaces the clients' calls are spread over, each with its own
+	// account and key, as a platform's many tenants are; every workspace is called on every
+	// instance.
+	workspaces int
+	idle       int
 	// runs is how many workflow runs the runs phase's --clients callers complete.
 	runs int
 	// idlePolls is how many waiting polls the worker phase holds open to weigh them.
@@ -79,7 +83,9 @@ func newBenchCmd() *cobra.Command {
 			"share the database and the clients are spread over both; the run ends with the claims\n" +
 			"the instances lost to each other (switchyard_executor_claims_lost_total). With\n" +
 			"--cache-window, the service keeps cache windows (as it does by default) and e2e's calls\n" +
-			"have distinct inputs, so each runs, bills and opens its own window.\n\n" +
+			"have distinct inputs, so each runs, bills and opens its own window. With --workspaces N,\n" +
+			"the calls are spread over N workspaces of one owner, each with its own credits and key,\n" +
+			"and each called on every instance (as a platform's tenants are behind a load balancer).\n\n" +
 			"With --target URL, the phases drive a separately started `serve` at URL instead, as an\n" +
 			"outside client would: DATABASE_URL and the secret key (SWITCHYARD_SECRET_KEY or\n" +
 			"SWITCHYARD_DATA_DIR) must be that serve's, for the bench mints its workspace and API key\n" +
@@ -119,6 +125,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.runs, "runs", 1000, "workflow runs for runs' --clients callers")
 	cmd.Flags().IntVar(&o.idlePolls, "idle-polls", 1000, "polls the worker phase holds open, waiting, to weigh them")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
+	cmd.Flags().IntVar(&o.workspaces, "workspaces", 1, "workspaces the calls are spread over, each with its own account and key, each called on every instance")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
 	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process")
@@ -137,6 +144,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	if slices.Contains(phases, "runs") && (o.runs < 1 || o.idle < 0) {
 		return fmt.Errorf("--runs must be at least 1 and --idle not negative for the runs phase")
 	}
+	if o.workspaces < 1 || o.workspaces > 64 {
+		return fmt.Errorf("--workspaces must be from 1 to 64")
+	}
+	if o.workspaces > 1 && (slices.Contains(phases, "runs") || slices.Contains(phases, "worker")) {
+		return fmt.Errorf("--workspaces: the runs and worker phases use one workspace; run them without it")
+	}
 	if o.target != "" && (o.instances != 1 || o.submitOnly) {
 		return fmt.Errorf("--target drives one serve as it is configured: without --instances and --submit-only")
 	}
@@ -146,8 +159,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	var clients []*client.Client
 	var served []chan error
 	var bases []string
-	var key commands.APIKeyMinted
-	var workspace string
+	var keys []commands.APIKeyMinted
+	var workspaces []string
 	for i := range o.instances {
 		a, err := openApp(ctx, i == 0)
 		if err != nil {
@@ -161,7 +174,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		// e2e's distinct calls each open a window of their own.
 		a.cfg.CacheWindow = o.cacheWindow
 		if i == 0 {
-			if key, workspace, err = benchKey(ctx, a); err != nil {
+			if keys, workspaces, err = benchKeys(ctx, a, o.workspaces); err != nil {
 				return err
 			}
 		}
@@ -173,12 +186,13 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			}
 			url, served = "http://"+addr, append(served, done)
 		}
-		c, err := client.New(url, key.APIKey, key.APISecret, client.WithRetries(0))
-		if err != nil {
-			return err
-		}
-		apps, clients, bases = append(apps, a), append(clients, c), append(bases, url)
+		apps, bases = append(apps, a), append(bases, url)
 	}
+	clients, err := benchClients(bases, keys)
+	if err != nil {
+		return err
+	}
+	key, workspace := keys[0], workspaces[0]
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
 		if err != nil {
@@ -199,7 +213,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	var e2eRate float64 // e2e's executions/s, which runs compares its stages/s with
 	for _, phase := range phases {
 		counts := func(ctx context.Context) (map[string]int, error) {
-			return apps[0].queries.ExecutionCounts(ctx, workspace)
+			return benchCounts(ctx, apps[0], workspaces)
 		}
 		var err error
 		switch phase {
@@ -214,7 +228,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			return fmt.Errorf("bench %s: %w", phase, err)
 		}
 		if !o.submitOnly {
-			if err := benchDrain(ctx, apps[0], workspace); err != nil {
+			if err := benchDrain(ctx, apps[0], workspaces); err != nil {
 				return err
 			}
 		}
@@ -265,12 +279,12 @@ func benchServe(ctx context.Context, a *app) (string, chan error, error) {
 	}
 }
 
-// benchDrain waits until the workspace has no unfinished execution and every projector has
+// benchDrain waits until the workspaces have no unfinished execution and every projector has
 // caught up with the log, so that each phase measures itself rather than the backlog of the
 // one before.
-func benchDrain(ctx context.Context, a *app, workspaceID string) error {
+func benchDrain(ctx context.Context, a *app, workspaceIDs []string) error {
 	for {
-		counts, err := a.queries.ExecutionCounts(ctx, workspaceID)
+		counts, err := benchCounts(ctx, a, workspaceIDs)
 		if err != nil {
 			return err
 		}
@@ -316,21 +330,61 @@ func gatherCounter(a *app, name string) float64 {
 	return 0
 }
 
-// benchKey creates a throw-away owner, workspace with ample credits, and API key.
-func benchKey(ctx context.Context, a *app) (commands.APIKeyMinted, string, error) {
+// benchKeys creates a throw-away owner and n workspaces of it, each with ample credits and an
+// API key.
+func benchKeys(ctx context.Context, a *app, n int) ([]commands.APIKeyMinted, []string, error) {
 	email := "bench-" + uuid.NewString()[:8] + "@bench.invalid"
 	if _, err := a.cmds.Identity.RegisterUser(ctx, commands.RegisterUser{Email: email, Password: uuid.NewString()}); err != nil {
-		return commands.APIKeyMinted{}, "", err
+		return nil, nil, err
 	}
-	ws, err := a.cmds.Workspaces.CreateWorkspace(ctx, "bench "+email, email)
-	if err != nil {
-		return commands.APIKeyMinted{}, "", err
+	keys, workspaces := make([]commands.APIKeyMinted, n), make([]string, n)
+	for i := range n {
+		ws, err := a.cmds.Workspaces.CreateWorkspace(ctx, fmt.Sprintf("bench %s %d", email, i), email)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := a.cmds.Billing.TopUp(ctx, ws, billing.FromWhole(100_000_000), ""); err != nil {
+			return nil, nil, err
+		}
+		if keys[i], err = a.cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"}); err != nil {
+			return nil, nil, err
+		}
+		workspaces[i] = ws
 	}
-	if _, err := a.cmds.Billing.TopUp(ctx, ws, billing.FromWhole(100_000_000), ""); err != nil {
-		return commands.APIKeyMinted{}, "", err
+	return keys, workspaces, nil
+}
+
+// benchClients is a client for every instance (bases) and workspace (keys), ordered so that
+// the phases' callers, which take cs[i % len(cs)], go round the instances first: caller i
+// calls instance i % len(bases) in workspace (i / len(bases)) % len(keys). Every workspace is
+// thereby called on every instance, as behind a load balancer without stickiness.
+func benchClients(bases []string, keys []commands.APIKeyMinted) ([]*client.Client, error) {
+	var cs []*client.Client
+	for _, key := range keys {
+		for _, base := range bases {
+			c, err := client.New(base, key.APIKey, key.APISecret, client.WithRetries(0))
+			if err != nil {
+				return nil, err
+			}
+			cs = append(cs, c)
+		}
 	}
-	key, err := a.cmds.Workspaces.CreateAPIKey(ctx, commands.CreateAPIKey{WorkspaceID: ws, Label: "bench"})
-	return key, ws, err
+	return cs, nil
+}
+
+// benchCounts counts the executions of the workspaces by status, from the read model.
+func benchCounts(ctx context.Context, a *app, workspaceIDs []string) (map[string]int, error) {
+	sum := map[string]int{}
+	for _, ws := range workspaceIDs {
+		counts, err := a.queries.ExecutionCounts(ctx, ws)
+		if err != nil {
+			return nil, err
+		}
+		for status, n := range counts {
+			sum[status] += n
+		}
+	}
+	return sum, nil
 }
 
 // executionCounts counts the bench workspace's executions by status, from the read model.
@@ -509,6 +563,12 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 	}
 	start := time.Now()
 	failed := &errTally{}
+	// The last call made, with its caller: in another workspace than cs[0]'s, it is not
+	// cs[0]'s to read.
+	type call struct {
+		c  *client.Client
+		id string
+	}
 	var last atomic.Value
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -527,7 +587,7 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 					failed.add(err)
 					continue
 				}
-				last.Store(e.ID)
+				last.Store(call{c, e.ID})
 			}
 		}()
 	}
@@ -553,7 +613,8 @@ func benchE2EOf(ctx context.Context, cs []*client.Client, counts executionCounts
 		}
 	}
 	took := time.Since(start)
-	e, err := cs[0].GetExecution(ctx, last.Load().(string))
+	lc := last.Load().(call)
+	e, err := lc.c.GetExecution(ctx, lc.id)
 	if err != nil {
 		return 0, err
 	}

@@ -58,3 +58,48 @@ func wantDistinctWindows(t *testing.T, c *cli, n int) {
 		t.Fatalf("%d cache windows and %d cached calls, want %d and none", windows, cached, n)
 	}
 }
+
+// bench --workspaces spreads the calls over several workspaces, each with its own account and
+// key, and every workspace is called on every instance: each workspace's executions are its
+// own, and each is billed to its own account.
+func TestBenchE2EAcrossWorkspaces(t *testing.T) {
+	c := newCLI(t)
+	res := c.ok("bench", "e2e", "--total", "60", "--clients", "6", "--workspaces", "3", "--instances", "2")
+	if !strings.Contains(res.stdout, "e2e: 60 executions submitted and COMPLETED") {
+		t.Fatalf("bench e2e --workspaces printed %q", res.stdout)
+	}
+	conn, err := pgx.Connect(context.Background(), c.databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT e.workspace_id, count(*),
+		(SELECT count(*) FROM billing_transactions b WHERE b.workspace_id = e.workspace_id AND b.kind = 'charge')
+		FROM executions e WHERE e.status = 'COMPLETED' GROUP BY e.workspace_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, workspaces := 0, 0
+	for rows.Next() {
+		var ws string
+		var n, charges int
+		if err := rows.Scan(&ws, &n, &charges); err != nil {
+			t.Fatal(err)
+		}
+		if charges != n {
+			t.Errorf("workspace %s: %d executions and %d charges", ws, n, charges)
+		}
+		total, workspaces = total+n, workspaces+1
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if workspaces != 3 || total != 60 {
+		t.Fatalf("%d executions over %d workspaces, want 60 over 3", total, workspaces)
+	}
+	for _, bad := range [][]string{{"e2e", "--workspaces", "0"}, {"runs", "--workspaces", "2"}} {
+		if res := c.run(append([]string{"bench"}, bad...)...); res.code == 0 || !strings.Contains(res.stderr, "--workspaces") {
+			t.Fatalf("bench %v: %s", bad, res)
+		}
+	}
+}

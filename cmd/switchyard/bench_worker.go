@@ -267,7 +267,7 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	if err != nil {
 		return fmt.Errorf("core.echo e2e: %w", err)
 	}
-	if err := benchDrain(ctx, a, workspace); err != nil {
+	if err := benchDrain(ctx, a, []string{workspace}); err != nil {
 		return err
 	}
 	builtinCost := cost.end(ctx, o.total)
@@ -276,7 +276,7 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	if err != nil {
 		return fmt.Errorf("worker e2e: %w", err)
 	}
-	if err := benchDrain(ctx, a, workspace); err != nil {
+	if err := benchDrain(ctx, a, []string{workspace}); err != nil {
 		return err
 	}
 	workerCost := cost.end(ctx, o.total)
@@ -289,7 +289,7 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	}
 	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	lat, errs := benchDispatch(ctx, cs, w, o.rate, o.duration)
-	if err := benchDrain(ctx, a, workspace); err != nil {
+	if err := benchDrain(ctx, a, []string{workspace}); err != nil {
 		return err
 	}
 	dispatchCost := cost.end(ctx, max(len(lat), 1))
@@ -302,7 +302,7 @@ func benchWorkerPhase(ctx context.Context, out io.Writer, o benchOptions, a *app
 	req := client.SubmitRequest{Module: benchWorkerModule, Input: map[string]int{"n": 1}, WaitForMs: 15000}
 	cost = startBenchCost(ctx, a, w.cmd.Process.Pid)
 	lat, errs = benchIdleOf(ctx, cs[0], o.idle, req)
-	if err := benchDrain(ctx, a, workspace); err != nil {
+	if err := benchDrain(ctx, a, []string{workspace}); err != nil {
 		return err
 	}
 	workerCost = cost.end(ctx, o.idle)
