@@ -64,7 +64,8 @@ func newBenchCmd() *cobra.Command {
 			"  submit  --clients concurrent signed submits of core.echo without waiting, for --duration\n" +
 			"  wait    submits with waitForMs at --rate requests/s for --duration; latency percentiles\n" +
 			"  idle    --idle submits with waitForMs one at a time (one caller, idle server); latency percentiles\n" +
-			"  e2e     --total submits, then waits until every one is COMPLETED and charged\n" +
+			"  e2e     --total submits, then waits until every one is COMPLETED and charged; then what an\n" +
+			"          execution cost: this process's CPU (service and load) and the database's commits\n" +
 			"  runs    a workflow of three core.echo stages (ON_API_CALLED -> a -> b -> c), each run\n" +
 			"          triggered and followed on its stream to COMPLETED: --idle runs one at a time\n" +
 			"          (latency percentiles), then --runs runs by --clients callers (runs/s and\n" +
@@ -216,6 +217,10 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			return benchCounts(ctx, apps[0], workspaces)
 		}
 		var err error
+		var cost *benchCost // e2e's, in this process: what an execution costs, beside its rate
+		if phase == "e2e" && o.target == "" && !o.submitOnly {
+			cost = startBenchCost(ctx, apps[0], 0)
+		}
 		switch phase {
 		case "runs":
 			err = benchRunsPhase(ctx, out, o, apps[0], workspace, clients, e2eRate)
@@ -231,6 +236,10 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			if err := benchDrain(ctx, apps[0], workspaces); err != nil {
 				return err
 			}
+		}
+		if cost != nil {
+			// After the drain: the projectors' commits for the phase's executions count too.
+			fmt.Fprintf(out, "e2e cost per execution: %s\n", cost.end(ctx, o.total))
 		}
 	}
 	if o.instances > 1 && !o.submitOnly {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 func TestBenchE2EWithCacheWindows(t *testing.T) {
 	c := newCLI(t)
 	res := c.ok("bench", "e2e", "--total", "40", "--clients", "4", "--cache-window", "10m")
-	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") {
+	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") ||
+		!regexp.MustCompile(`e2e cost per execution: CPU [0-9.]+ ms here \(service and load\), [0-9.]+ commits`).MatchString(res.stdout) {
 		t.Fatalf("bench e2e printed %q", res.stdout)
 	}
 	wantDistinctWindows(t, c, 40)
