@@ -125,7 +125,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.idle, "idle", 200, "submits for idle, and runs one at a time for runs")
 	cmd.Flags().IntVar(&o.runs, "runs", 1000, "workflow runs for runs' --clients callers")
 	cmd.Flags().IntVar(&o.idlePolls, "idle-polls", 1000, "polls the worker phase holds open, waiting, to weigh them")
-	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 or 2)")
+	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 to 4)")
 	cmd.Flags().IntVar(&o.workspaces, "workspaces", 1, "workspaces the calls are spread over, each with its own account and key, each called on every instance")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
