@@ -35,6 +35,28 @@ func (s *refusalCounter) TakeTurn(ctx context.Context, stream string, from uint6
 	return &countedTurn{Turn: t, refused: &s.refused}, nil
 }
 
+func (s *refusalCounter) TakeTurns(ctx context.Context, from map[string]uint64) (eventstore.Turns, error) {
+	t, err := s.Store.(eventstore.StreamsTurns).TakeTurns(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return &countedTurns{Turns: t, refused: &s.refused}, nil
+}
+
+// countedTurns counts the refusals of a turn's append on several streams.
+type countedTurns struct {
+	eventstore.Turns
+	refused *atomic.Int64
+}
+
+func (t *countedTurns) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	res, err := t.Turns.AppendMulti(ctx, appends...)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.refused.Add(1)
+	}
+	return res, err
+}
+
 // countedTurn counts the refusals of a turn's append too.
 type countedTurn struct {
 	eventstore.Turn
@@ -109,7 +131,7 @@ func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
 	ws := env.Workspace(t, 4)
 	ids := submitEchoes(t, a, ws, 4)
 	ctx := context.Background()
-	if held := a.Charges.AwaitAccountTurn(ctx, ws); held != nil {
+	if held := a.Charges.AwaitAccountTurns(ctx, []string{ws}); held != nil {
 		held.End()
 		t.Fatal("a process that was never refused on the account took a turn on it")
 	}
@@ -127,12 +149,12 @@ func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
 	if _, err := b.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(b, ids[2])}); err != nil {
 		t.Fatal(err)
 	}
-	unused := a.Charges.AwaitAccountTurn(ctx, ws)
+	unused := a.Charges.AwaitAccountTurns(ctx, []string{ws})
 	if unused == nil {
 		t.Fatal("a process refused on the account took no turn on it")
 	}
 	unused.End()
-	held := a.Charges.AwaitAccountTurn(ctx, ws) // within turnWait only if End released the lock
+	held := a.Charges.AwaitAccountTurns(ctx, []string{ws}) // within turnWait only if End released the lock
 	if held == nil {
 		t.Fatal("no turn after the last one ended unused")
 	}
@@ -140,9 +162,9 @@ func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := store.refused.Load()
-	res, err := a.Charges.ChargeAndFinishIn(ctx, held, ws, []commands.ChargedFinish{claimAndComplete(a, ids[3])})
-	if err != nil || res[0].Err != nil || !res[0].Recorded {
-		t.Fatalf("charge in the awaited turn: %+v, %v", res, err)
+	out := a.Charges.ChargeAndFinishAcross(ctx, held, []commands.WorkspaceCharges{{WorkspaceID: ws, Items: []commands.ChargedFinish{claimAndComplete(a, ids[3])}}})
+	if out[0].Err != nil || out[0].Results[0].Err != nil || !out[0].Results[0].Recorded {
+		t.Fatalf("charge in the awaited turn: %+v", out[0])
 	}
 	if got := store.refused.Load() - refused; got != 0 {
 		t.Fatalf("the batch in the awaited turn was refused %d times, want none", got)
@@ -151,5 +173,34 @@ func TestChargeBatchInAnAwaitedTurn(t *testing.T) {
 		if got := balance(t, h, ws); got != 0 {
 			t.Fatalf("balance %s after four charges of four credits, want 0", got)
 		}
+	}
+}
+
+// A turn awaited for one contended account takes every other account the process takes turns
+// on as well, so their charges that queue during the wait join the round; an account the
+// process has never been refused on is left alone.
+func TestATurnCoversEveryContendedAccount(t *testing.T) {
+	env := testenv.New(t)
+	a, b := commands.New(env.Store), commands.New(env.Store)
+	ctx := context.Background()
+	wss := []string{env.Workspace(t, 4), env.Workspace(t, 4), env.Workspace(t, 4)}
+	for _, ws := range wss[:2] {
+		ids := submitEchoes(t, a, ws, 2)
+		if _, err := a.Billing.Balance(ctx, ws); err != nil { // a caches the account
+			t.Fatal(err)
+		}
+		for i, h := range []*commands.Commands{b, a} { // b moves it; a is refused once
+			if _, err := h.Charges.ChargeAndFinish(ctx, ws, []commands.ChargedFinish{claimAndComplete(h, ids[i])}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := a.Charges.AwaitAccountTurns(ctx, []string{wss[0], wss[2]})
+	if held == nil {
+		t.Fatal("no turn on a contended account")
+	}
+	defer held.End()
+	if !held.Holds(wss[0]) || !held.Holds(wss[1]) || held.Holds(wss[2]) {
+		t.Fatalf("the turn holds %v, %v, %v; want the two contended accounts only", held.Holds(wss[0]), held.Holds(wss[1]), held.Holds(wss[2]))
 	}
 }

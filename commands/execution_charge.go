@@ -88,14 +88,6 @@ type FinishResult struct {
 // the workspace) is read again and the batch decided anew; a stale execution fails the whole
 // batch with ErrNotCombined, for the caller to take the separate path.
 func (h *Charges) ChargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
-	return h.ChargeAndFinishIn(ctx, nil, workspaceID, items)
-}
-
-// ChargeAndFinishIn is ChargeAndFinish deciding its first try within held, a turn on the
-// workspace's account taken before the items were gathered (AwaitAccountTurn; nil for none).
-// It ends the turn.
-func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
-	defer held.End()
 	items = slices.Clone(items) // a refused step is taken out of the batch (dropSteps)
 	results := make([]FinishResult, len(items))
 	live := make([]int, len(items)) // the items still in the batch
@@ -107,8 +99,7 @@ func (h *Charges) ChargeAndFinishIn(ctx context.Context, held *AccountTurn, work
 		for j, i := range live {
 			batch[j] = items[i]
 		}
-		res, err := h.chargeAndFinishRetried(ctx, held, workspaceID, batch)
-		held = nil // used, and ended, by the first try
+		res, err := h.chargeAndFinishRetried(ctx, workspaceID, batch)
 		if errors.Is(err, eventstore.ErrUnstorable) && len(live) > 1 {
 			// The store refused one member's events, past the check planCharges makes: each
 			// is written alone, so only that one fails.
@@ -232,7 +223,7 @@ func (w *WindowOpening) opens(stream string) bool { return w != nil && w.stream 
 // result: an error of one is that item's alone.
 func (h *Charges) oneByOne(ctx context.Context, workspaceID string, items []ChargedFinish, live []int, results []FinishResult) {
 	for _, i := range live {
-		res, err := h.ChargeAndFinishIn(ctx, nil, workspaceID, items[i:i+1])
+		res, err := h.ChargeAndFinish(ctx, workspaceID, items[i:i+1])
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -243,11 +234,10 @@ func (h *Charges) oneByOne(ctx context.Context, workspaceID string, items []Char
 
 // chargeAndFinishRetried is ChargeAndFinish for a batch that takes no claim another request
 // holds.
-func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
+func (h *Charges) chargeAndFinishRetried(ctx context.Context, workspaceID string, items []ChargedFinish) ([]FinishResult, error) {
 	readOn := false
 	for attempt := 0; ; attempt++ {
-		results, err := h.chargeAndFinish(ctx, held, workspaceID, items, readOn)
-		held = nil
+		results, err := h.chargeAndFinish(ctx, workspaceID, items, readOn)
 		var wrong *eventstore.WrongExpectedVersionError
 		if errors.As(err, &wrong) && wrong.Stream == BillingStream(workspaceID) && attempt < maxConflictRetries {
 			// Another process charged the account meanwhile: read on and decide anew, and
@@ -277,19 +267,15 @@ func (h *Charges) chargeAndFinishRetried(ctx context.Context, held *AccountTurn,
 }
 
 // chargeAndFinish is one try of ChargeAndFinish; it returns the store's error as it is. Within
-// a turn on the account (held, or takeTurn), or with readOn, it reads the account's events
-// after the cached state before deciding.
-func (h *Charges) chargeAndFinish(ctx context.Context, held *AccountTurn, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
+// a turn on the account (takeTurn), or with readOn, it reads the account's events after the
+// cached state before deciding.
+func (h *Charges) chargeAndFinish(ctx context.Context, workspaceID string, items []ChargedFinish, readOn bool) ([]FinishResult, error) {
 	stream := BillingStream(workspaceID)
 	appendMulti := h.store.AppendMulti
 	var acct loaded[billing.State]
 	var err error
-	cur, turn := held.take()
-	if turn == nil {
-		var from uint64
-		cur, from, _ = cachedState(h, stream, billingAgg)
-		turn = h.takeTurn(ctx, stream, from)
-	}
+	cur, from, _ := cachedState(h, stream, billingAgg)
+	turn := h.takeTurn(ctx, stream, from)
 	switch {
 	case turn != nil:
 		defer turn.End()

@@ -331,6 +331,28 @@ type StreamTurns interface {
 	TakeTurn(ctx context.Context, stream string, from uint64) (Turn, error)
 }
 
+// StreamsTurns is implemented by a store whose turns can cover several streams at once: one
+// writer charging many workspaces that another process charges too takes one turn on all
+// their accounts and writes their batches in one commit, where a turn apiece cost a commit
+// and two round trips each.
+type StreamsTurns interface {
+	// TakeTurns is TakeTurn on every stream of from at once, each read on from its revision.
+	// The locks are taken in one order in every process, so two turns never wait for each
+	// other in a cycle.
+	TakeTurns(ctx context.Context, from map[string]uint64) (Turns, error)
+}
+
+// Turns is one writer's turn on several streams (StreamsTurns). It is used by one goroutine.
+type Turns interface {
+	// EventsOf are stream's events from the revision the turn was taken at, read under the
+	// lock; none for a stream the turn was not taken on.
+	EventsOf(stream string) []RecordedEvent
+	// AppendMulti is Store.AppendMulti within the turn, and ends it whatever its outcome.
+	AppendMulti(ctx context.Context, appends ...StreamAppend) ([]AppendResult, error)
+	// End ends the turn without appending; after AppendMulti it does nothing.
+	End()
+}
+
 // Turn is one writer's turn on a stream (StreamTurns). It is used by one goroutine.
 type Turn interface {
 	// Events are the stream's events from the revision the turn was taken at, read under the

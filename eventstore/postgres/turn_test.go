@@ -153,3 +153,96 @@ func waitForLockWaiters(t *testing.T, st *Store, n int) {
 		return err == nil && waiting == n
 	})
 }
+
+// A turn on several streams holds each stream's lock and reads each on: a writer wanting any
+// of them waits until its append has committed, and then reads it; two such turns on
+// overlapping streams, asked for in opposite orders, never wait for each other in a cycle.
+func TestTakeTurns(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	for _, s := range []string{"billing-a", "billing-b"} {
+		if _, err := st.Append(ctx, s, eventstore.NoStream(), event("Opened")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both, err := st.TakeTurns(ctx, map[string]uint64{"billing-b": 0, "billing-a": 1, "billing-c": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(both.End) // a failed check must not leave the pool waiting for its connection
+	if evs := both.EventsOf("billing-b"); len(evs) != 1 || evs[0].Type != "Opened" {
+		t.Fatalf("billing-b from revision 0 read %+v, want its one event", evs)
+	}
+	if n := len(both.EventsOf("billing-a")) + len(both.EventsOf("billing-c")) + len(both.EventsOf("billing-d")); n != 0 {
+		t.Fatalf("read %d events past billing-a's revision, of billing-c that does not exist and billing-d the turn is not on", n)
+	}
+
+	got := make(chan eventstore.Turn, 1)
+	go func() {
+		next, err := st.TakeTurn(ctx, "billing-a", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- next
+	}()
+	waitForLockWaiters(t, st, 1)
+	select {
+	case <-got:
+		t.Fatal("a writer took the turn on billing-a that a turn on several streams holds")
+	default:
+	}
+	if _, err := both.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}},
+		eventstore.StreamAppend{Stream: "billing-b", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}}); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	t.Cleanup(next.End)
+	if evs := next.Events(); len(evs) != 1 || evs[0].Type != "Charged" {
+		t.Fatalf("the next turn read %+v, want the append of the turn on several streams", evs)
+	}
+	next.End()
+
+	// A stream longer than a page is read on to its end.
+	long := make([]eventstore.EventData, turnReadPage+1)
+	for i := range long {
+		long[i] = event("Charged")
+	}
+	if _, err := st.Append(ctx, "billing-long", eventstore.NoStream(), long...); err != nil {
+		t.Fatal(err)
+	}
+	paged, err := st.TakeTurns(ctx, map[string]uint64{"billing-long": 0, "billing-a": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(paged.End)
+	if got, a := paged.EventsOf("billing-long"), paged.EventsOf("billing-a"); len(got) != turnReadPage+1 || got[turnReadPage].Revision != turnReadPage || len(a) != 2 {
+		t.Fatalf("read %d events of a stream of %d and %d of billing-a, want all and 2", len(got), turnReadPage+1, len(a))
+	}
+	paged.End()
+
+	// Opposite orders of asking: each turn takes its locks in one order, so both are had.
+	done := make(chan error, 2)
+	for _, from := range []map[string]uint64{{"billing-a": 2, "billing-b": 2}, {"billing-b": 2, "billing-a": 2}} {
+		go func() {
+			for range 20 {
+				tt, err := st.TakeTurns(ctx, from)
+				if err != nil {
+					done <- err
+					return
+				}
+				tt.End()
+			}
+			done <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -14,15 +14,28 @@ import (
 // maxChargeBatch bounds the charges of one append to a billing stream.
 const maxChargeBatch = 500
 
+// maxAcrossBatch bounds the charges of one append across workspaces; a workspace's batch is
+// never split to fit.
+const maxAcrossBatch = 1000
+
 // charger batches the charges of this process per workspace: one workspace's billing stream
 // takes one append at a time, so executions finishing together are billed together instead
 // of racing for its next revision. Each charge carries the outcome to record with it, and a
 // batch writes charges and outcomes in one commit (commands.ChargeAndFinish).
+//
+// The workspaces' batches go together, a round at a time, in one commit
+// (commands.ChargeAndFinishAcross): with the calls spread over many workspaces, each
+// workspace's batch alone is small, and a commit apiece cost the database three times the work
+// of one workspace. While another process charges some of them too, the round first takes one
+// turn on their accounts (commands.AwaitAccountTurns) and gathers once it holds it, so the
+// round takes along what queued during the wait.
 type charger struct {
 	cmds *commands.Commands
 
 	mu     sync.Mutex
 	queues map[string][]*chargeCall
+	// flushing is whether the rounds' goroutine runs.
+	flushing bool
 }
 
 type chargeCall struct {
@@ -58,14 +71,14 @@ func (c *charger) chargeAll(ctx context.Context, workspaceID string, items []com
 		calls[i] = &chargeCall{item: item, done: make(chan chargeDone, 1)}
 	}
 	c.mu.Lock()
-	q, running := c.queues[workspaceID]
-	c.queues[workspaceID] = append(q, calls...)
-	c.mu.Unlock()
-	if !running {
+	c.queues[workspaceID] = append(c.queues[workspaceID], calls...)
+	if !c.flushing {
+		c.flushing = true
 		// The batch outlives the caller that starts it and is written for many: it carries
 		// no request's metadata (ChargedFinish.CreateMeta carries each submit's own).
-		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}), workspaceID)
+		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}))
 	}
+	c.mu.Unlock()
 	results := make([]commands.FinishResult, len(calls))
 	for i, call := range calls {
 		select {
@@ -81,42 +94,75 @@ func (c *charger) chargeAll(ctx context.Context, workspaceID string, items []com
 	return results, nil
 }
 
-// flush appends the workspace's queued charges batch by batch until the queue is empty.
-// While another process charges the workspace too, each batch is gathered once the turn on its
-// account is held (commands.AwaitAccountTurn), so it takes along what queued during the wait.
+// flush writes rounds of the queued batches, each round in one commit, until none is queued.
+// Whatever queues while a round commits goes into the next.
 //
-// The queue is looked at before the wait: a turn awaited for an empty queue would cost a round
-// trip (and, held, a transaction) for nothing. Only this goroutine takes from the queue, so it
-// is not empty after the wait either.
-func (c *charger) flush(ctx context.Context, workspaceID string) {
+// The queues are looked at before a turn is awaited: a turn awaited for nothing would cost a
+// round trip (and, held, a transaction). Only this goroutine takes from the queues, so those
+// it awaited a turn for are not empty after the wait either.
+func (c *charger) flush(ctx context.Context) {
 	for {
 		c.mu.Lock()
-		if len(c.queues[workspaceID]) == 0 {
-			delete(c.queues, workspaceID)
+		queued := make([]string, 0, len(c.queues))
+		for ws, q := range c.queues {
+			if len(q) == 0 {
+				delete(c.queues, ws)
+			} else {
+				queued = append(queued, ws)
+			}
+		}
+		if len(queued) == 0 {
+			c.flushing = false
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
-		held := c.cmds.Charges.AwaitAccountTurn(ctx, workspaceID)
-		c.mu.Lock()
-		q := c.queues[workspaceID]
-		batch := q[:min(len(q), maxChargeBatch)]
-		c.queues[workspaceID] = q[len(batch):]
-		c.mu.Unlock()
-		c.apply(ctx, held, workspaceID, batch)
+		held := c.cmds.Charges.AwaitAccountTurns(ctx, queued)
+		round, calls := c.gather(held)
+		out := c.cmds.Charges.ChargeAndFinishAcross(ctx, held, round)
+		for i, r := range out {
+			c.answer(ctx, round[i].WorkspaceID, calls[i], r.Results, r.Err)
+		}
 	}
 }
 
-// apply writes one batch: charges and outcomes together, or, when that cannot be done in one
-// go, the charges alone (their callers then record their outcomes themselves).
-func (c *charger) apply(ctx context.Context, held *commands.AccountTurn, workspaceID string, batch []*chargeCall) {
-	items := make([]commands.ChargedFinish, len(batch))
-	for i, call := range batch {
-		items[i] = call.item
+// gather takes the next round from the queues: each workspace's queued charges up to
+// maxChargeBatch, workspaces in map order (so none is always first) until the round holds
+// maxAcrossBatch. Within a turn, a workspace taking turns that the turn is not on (its
+// charges queued during the wait) is left for the next round, which takes the turn on it too:
+// taken now, it would be written alone, a commit and a turn of its own.
+func (c *charger) gather(held *commands.AccountTurns) ([]commands.WorkspaceCharges, [][]*chargeCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var round []commands.WorkspaceCharges
+	var calls [][]*chargeCall
+	size := 0
+	for ws, q := range c.queues {
+		if len(q) == 0 || size >= maxAcrossBatch || (held != nil && !held.Holds(ws) && c.cmds.Charges.Contended(ws)) {
+			continue
+		}
+		batch := q[:min(len(q), maxChargeBatch)]
+		c.queues[ws] = q[len(batch):]
+		size += len(batch)
+		round, calls = append(round, commands.WorkspaceCharges{WorkspaceID: ws, Items: items(batch)}), append(calls, batch)
 	}
-	results, err := c.cmds.Charges.ChargeAndFinishIn(ctx, held, workspaceID, items)
+	return round, calls
+}
+
+// items is the batch's items.
+func items(batch []*chargeCall) []commands.ChargedFinish {
+	out := make([]commands.ChargedFinish, len(batch))
+	for i, call := range batch {
+		out[i] = call.item
+	}
+	return out
+}
+
+// answer hands each call of a written batch its fate; a batch that could not be written in
+// one go (commands.ErrNotCombined) is charged the separate way first.
+func (c *charger) answer(ctx context.Context, workspaceID string, batch []*chargeCall, results []commands.FinishResult, err error) {
 	if errors.Is(err, commands.ErrNotCombined) {
-		results, err = c.separately(ctx, workspaceID, items)
+		results, err = c.separately(ctx, workspaceID, items(batch))
 	}
 	for i, call := range batch {
 		if err != nil {

@@ -144,3 +144,78 @@ func TestChargerTakesNoTurnForAnEmptyQueue(t *testing.T) {
 		t.Fatalf("%d turns taken for one batch, want 1", got)
 	}
 }
+
+// gateStore holds the first AppendMulti until open is closed.
+type gateStore struct {
+	eventstore.Store
+	first sync.Once
+	held  chan struct{} // closed once the first AppendMulti waits
+	open  chan struct{}
+}
+
+func (s *gateStore) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	s.first.Do(func() {
+		close(s.held)
+		<-s.open
+	})
+	return s.Store.AppendMulti(ctx, appends...)
+}
+
+// The charges of several workspaces that queue while a charge commits are written together in
+// the next commit, not one commit a workspace; each workspace is charged exactly its own.
+func TestChargesOfManyWorkspacesShareACommit(t *testing.T) {
+	env := testenv.New(t)
+	store := &gateStore{Store: env.Store, held: make(chan struct{}), open: make(chan struct{})}
+	cmds := commands.New(store)
+	ctx := context.Background()
+	const perWorkspace = 3
+	wss := []string{env.Workspace(t, 1), env.Workspace(t, perWorkspace), env.Workspace(t, perWorkspace)}
+	var queued []commands.ChargedFinish
+	for _, ws := range wss[1:] {
+		for range perWorkspace {
+			queued = append(queued, echoCharge(t, cmds, ws))
+		}
+	}
+	first := echoCharge(t, cmds, wss[0])
+	openOnce := sync.OnceFunc(func() { close(store.open) })
+	t.Cleanup(openOnce)
+	c := newCharger(cmds)
+	done := make(chan error, len(queued)+1)
+	charge := func(ws string, it commands.ChargedFinish) {
+		res, err := c.charge(ctx, ws, it)
+		if err == nil && !res.Recorded {
+			err = res.Err
+		}
+		done <- err
+	}
+	go charge(wss[0], first)
+	<-store.held // the first workspace's batch is committing
+	for i, it := range queued {
+		go charge(wss[1+i/perWorkspace], it)
+	}
+	testenv.Eventually(t, 30*time.Second, "every charge to queue while a batch commits", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues[wss[1]])+len(c.queues[wss[2]]) == len(queued)
+	})
+	openOnce()
+	for range len(queued) + 1 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var txs int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(DISTINCT tx_id) FROM events WHERE type = 'CreditsCharged'
+		AND data->>'cause' = ANY($1)`, causes(queued)).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 {
+		t.Fatalf("the charges of two workspaces queued during a commit were written in %d commits, want 1", txs)
+	}
+	for _, ws := range wss {
+		b, err := commands.New(env.Store).Billing.Balance(ctx, ws)
+		if err != nil || b.Total() != 0 {
+			t.Fatalf("workspace %s: balance %+v, %v; want 0", ws, b, err)
+		}
+	}
+}
