@@ -47,20 +47,7 @@ func TestTakeTurn(t *testing.T) {
 		t.Fatal("a wait for a turn cut short by its context took the turn")
 	}
 
-	got := make(chan eventstore.Turn, 1)
-	go func() {
-		next, err := st.TakeTurn(ctx, "billing-a", 1)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- next
-	}()
-	waitForLockWaiters(t, st, 1)
-	select {
-	case <-got:
-		t.Fatal("the second writer took the turn the first holds")
-	default:
-	}
+	got := awaitTurn(t, ctx, st, "billing-a", 1, "the first writer")
 	if _, err := first.AppendMulti(ctx, eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +130,27 @@ func TestTurnsLeaveConnectionsForAppends(t *testing.T) {
 }
 
 // waitForLockWaiters waits until n sessions wait for a stream's turn.
+// awaitTurn asks for a turn on stream in a goroutine and checks that it waits (held says
+// what holds it); the turn comes on the channel once had (nil if taking it failed).
+func awaitTurn(t *testing.T, ctx context.Context, st *Store, stream string, from uint64, held string) <-chan eventstore.Turn {
+	t.Helper()
+	got := make(chan eventstore.Turn, 1)
+	go func() {
+		next, err := st.TakeTurn(ctx, stream, from)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- next
+	}()
+	waitForLockWaiters(t, st, 1)
+	select {
+	case <-got:
+		t.Fatalf("a writer took the turn on %s that %s holds", stream, held)
+	default:
+	}
+	return got
+}
+
 func waitForLockWaiters(t *testing.T, st *Store, n int) {
 	t.Helper()
 	pollUntil(t, "turn waiters", func() bool {
@@ -178,20 +186,7 @@ func TestTakeTurns(t *testing.T) {
 		t.Fatalf("read %d events past billing-a's revision, of billing-c that does not exist and billing-d the turn is not on", n)
 	}
 
-	got := make(chan eventstore.Turn, 1)
-	go func() {
-		next, err := st.TakeTurn(ctx, "billing-a", 1)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- next
-	}()
-	waitForLockWaiters(t, st, 1)
-	select {
-	case <-got:
-		t.Fatal("a writer took the turn on billing-a that a turn on several streams holds")
-	default:
-	}
+	got := awaitTurn(t, ctx, st, "billing-a", 1, "a turn on several streams")
 	if _, err := both.AppendMulti(ctx,
 		eventstore.StreamAppend{Stream: "billing-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}},
 		eventstore.StreamAppend{Stream: "billing-b", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}}); err != nil {
