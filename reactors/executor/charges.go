@@ -36,6 +36,10 @@ type charger struct {
 	queues map[string][]*chargeCall
 	// flushing is whether the rounds' goroutine runs.
 	flushing bool
+	// apart holds the workspaces whose last batch goes the separate way (commands.ErrNotCombined)
+	// beside the rounds: their next batch waits for it, as one account takes one append at a
+	// time, and the others do not.
+	apart map[string]bool
 }
 
 type chargeCall struct {
@@ -50,7 +54,7 @@ type chargeDone struct {
 }
 
 func newCharger(cmds *commands.Commands) *charger {
-	return &charger{cmds: cmds, queues: map[string][]*chargeCall{}}
+	return &charger{cmds: cmds, queues: map[string][]*chargeCall{}, apart: map[string]bool{}}
 }
 
 // charge bills item's charge and, when it can, records item's outcome in the same commit.
@@ -72,12 +76,7 @@ func (c *charger) chargeAll(ctx context.Context, workspaceID string, items []com
 	}
 	c.mu.Lock()
 	c.queues[workspaceID] = append(c.queues[workspaceID], calls...)
-	if !c.flushing {
-		c.flushing = true
-		// The batch outlives the caller that starts it and is written for many: it carries
-		// no request's metadata (ChargedFinish.CreateMeta carries each submit's own).
-		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}))
-	}
+	c.startLocked(ctx)
 	c.mu.Unlock()
 	results := make([]commands.FinishResult, len(calls))
 	for i, call := range calls {
@@ -94,6 +93,16 @@ func (c *charger) chargeAll(ctx context.Context, workspaceID string, items []com
 	return results, nil
 }
 
+// startLocked starts the rounds' goroutine unless it runs; c.mu is held.
+func (c *charger) startLocked(ctx context.Context) {
+	if !c.flushing {
+		c.flushing = true
+		// The rounds outlive the caller that starts them and are written for many: they carry
+		// no request's metadata (ChargedFinish.CreateMeta carries each submit's own).
+		go c.flush(commands.WithMetadata(context.WithoutCancel(ctx), commands.Metadata{}))
+	}
+}
+
 // flush writes rounds of the queued batches, each round in one commit, until none is queued.
 // Whatever queues while a round commits goes into the next.
 //
@@ -105,9 +114,10 @@ func (c *charger) flush(ctx context.Context) {
 		c.mu.Lock()
 		queued := make([]string, 0, len(c.queues))
 		for ws, q := range c.queues {
-			if len(q) == 0 {
+			switch {
+			case len(q) == 0:
 				delete(c.queues, ws)
-			} else {
+			case !c.apart[ws]:
 				queued = append(queued, ws)
 			}
 		}
@@ -126,6 +136,29 @@ func (c *charger) flush(ctx context.Context) {
 	}
 }
 
+// answer hands each call of a written batch its fate. A batch that could not be written in one
+// go (commands.ErrNotCombined) is charged the separate way first, beside the rounds: its
+// retries (while another process charges the workspace too) hold up that workspace alone.
+func (c *charger) answer(ctx context.Context, workspaceID string, batch []*chargeCall, results []commands.FinishResult, err error) {
+	if !errors.Is(err, commands.ErrNotCombined) {
+		deliver(batch, results, err)
+		return
+	}
+	c.mu.Lock()
+	c.apart[workspaceID] = true
+	c.mu.Unlock()
+	go func() {
+		results, err := c.separately(ctx, workspaceID, items(batch))
+		deliver(batch, results, err)
+		c.mu.Lock()
+		delete(c.apart, workspaceID)
+		if len(c.queues[workspaceID]) > 0 {
+			c.startLocked(ctx)
+		}
+		c.mu.Unlock()
+	}()
+}
+
 // gather takes the next round from the queues: each workspace's queued charges up to
 // maxChargeBatch, workspaces in map order (so none is always first) until the round holds
 // maxAcrossBatch. Within a turn, a workspace taking turns that the turn is not on (its
@@ -138,7 +171,7 @@ func (c *charger) gather(held *commands.AccountTurns) ([]commands.WorkspaceCharg
 	var calls [][]*chargeCall
 	size := 0
 	for ws, q := range c.queues {
-		if len(q) == 0 || size >= maxAcrossBatch || (held != nil && !held.Holds(ws) && c.cmds.Charges.Contended(ws)) {
+		if len(q) == 0 || size >= maxAcrossBatch || c.apart[ws] || (held != nil && !held.Holds(ws) && c.cmds.Charges.Contended(ws)) {
 			continue
 		}
 		batch := q[:min(len(q), maxChargeBatch)]
@@ -158,12 +191,8 @@ func items(batch []*chargeCall) []commands.ChargedFinish {
 	return out
 }
 
-// answer hands each call of a written batch its fate; a batch that could not be written in
-// one go (commands.ErrNotCombined) is charged the separate way first.
-func (c *charger) answer(ctx context.Context, workspaceID string, batch []*chargeCall, results []commands.FinishResult, err error) {
-	if errors.Is(err, commands.ErrNotCombined) {
-		results, err = c.separately(ctx, workspaceID, items(batch))
-	}
+// deliver hands each call of a batch its fate: err, or its result.
+func deliver(batch []*chargeCall, results []commands.FinishResult, err error) {
 	for i, call := range batch {
 		if err != nil {
 			call.done <- chargeDone{err: err}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
+	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/testenv"
 )
@@ -216,6 +217,77 @@ func TestChargesOfManyWorkspacesShareACommit(t *testing.T) {
 		b, err := commands.New(env.Store).Billing.Balance(ctx, ws)
 		if err != nil || b.Total() != 0 {
 			t.Fatalf("workspace %s: balance %+v, %v; want 0", ws, b, err)
+		}
+	}
+}
+
+// blockedAppends holds the single-stream appends to one stream until open is closed.
+type blockedAppends struct {
+	eventstore.Store
+	stream     string
+	once       sync.Once
+	held, open chan struct{}
+}
+
+func (s *blockedAppends) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if stream == s.stream {
+		s.once.Do(func() { close(s.held) })
+		<-s.open
+	}
+	return s.Store.Append(ctx, stream, expected, events...)
+}
+
+// A batch that could not be written in one go is charged the separate way beside the rounds:
+// while its append waits, the charges of another workspace are written.
+func TestASeparateChargeHoldsUpOnlyItsWorkspace(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	wsA, wsB := env.Workspace(t, 2), env.Workspace(t, 2)
+	store := &blockedAppends{Store: env.Store, stream: commands.BillingStream(wsA), held: make(chan struct{}), open: make(chan struct{})}
+	openOnce := sync.OnceFunc(func() { close(store.open) })
+	t.Cleanup(openOnce)
+	cmds := commands.New(store)
+	stale := echoCharge(t, cmds, wsA)
+	// Another process claims the execution: the batch decided on cmds' cached state is refused
+	// (commands.ErrNotCombined), and its charge goes the separate way, where it waits.
+	if _, err := commands.New(env.Store).Attempts.ClaimExecution(ctx, stale.ExecutionID, "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	c := newCharger(cmds)
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := c.charge(ctx, wsA, stale)
+		doneA <- err
+	}()
+	select {
+	case <-store.held:
+	case err := <-doneA:
+		t.Fatalf("the stale batch was charged without the separate way: %v", err)
+	}
+	doneB := make(chan error, 1)
+	go func() {
+		res, err := c.charge(ctx, wsB, echoCharge(t, cmds, wsB))
+		if err == nil && !res.Recorded {
+			err = res.Err
+		}
+		doneB <- err
+	}()
+	select {
+	case err := <-doneB:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("another workspace's charge waited for a separate charge's append")
+	}
+	openOnce()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	for ws, want := range map[string]int64{wsA: 1, wsB: 1} {
+		b, err := commands.New(env.Store).Billing.Balance(ctx, ws)
+		if err != nil || b.Total() != billing.FromWhole(want) {
+			t.Fatalf("workspace %s: balance %+v, %v; want %d", ws, b, err, want)
 		}
 	}
 }
