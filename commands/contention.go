@@ -20,8 +20,9 @@ import (
 const (
 	// contendedFor is how long after a refusal an instance takes turns on the stream (Contended).
 	contendedFor = 10 * time.Second
-	// maxTurnAccounts bounds the accounts a turn takes on beside those with charges queued
-	// (AwaitAccountTurns).
+	// maxTurnAccounts bounds the accounts of one turn (AwaitAccountTurns): each is an advisory
+	// lock in PostgreSQL's shared lock table (max_locks_per_transaction, 64 by default, a
+	// connection) until the turn's commit. A round leaves the accounts beyond it for the next.
 	maxTurnAccounts = 64
 	// turnWait bounds the wait for a turn; past it the batch goes ahead without, as before.
 	turnWait = 2 * time.Second
@@ -89,15 +90,15 @@ func (h *Charges) AwaitAccountTurns(ctx context.Context, workspaceIDs []string) 
 		held.cur[ws], from[stream], _ = cachedState(h, stream, billingAgg)
 	}
 	for _, ws := range workspaceIDs {
-		if h.Contended(ws) {
+		if len(from) < maxTurnAccounts && h.Contended(ws) {
 			add(ws)
 		}
 	}
 	if len(from) == 0 {
 		return nil
 	}
-	// The turn takes every other account this process takes turns on as well (up to
-	// maxTurnAccounts): charges for them that queue during the wait then join the round,
+	// The turn takes every other account this process takes turns on as well, up to
+	// maxTurnAccounts: charges for them that queue during the wait then join the round,
 	// instead of waiting for the other process's next turn and then this one's.
 	h.contended.Range(func(k, _ any) bool {
 		if len(from) >= maxTurnAccounts {
