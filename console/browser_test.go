@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchyard/switchyard/commands"
@@ -223,7 +224,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	owner.run("open a stage of the run",
 		chromedp.Navigate(s.srv.URL+"/dashboard/runs/"+s.runID),
 		chromedp.WaitVisible(`#graph svg`, chromedp.ByQuery),
-		chromedp.Click(`#stages tr:nth-child(4) a.stage-link`, chromedp.ByQuery),
+		clickStageLink,
 		chromedp.WaitVisible(`#stage-detail`, chromedp.ByID),
 		chromedp.WaitVisible(`#stage-input`, chromedp.ByID),
 		chromedp.WaitVisible(`#stage-attempts`, chromedp.ByID),
@@ -375,7 +376,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("at phone width these break words anywhere: %v", breaks)
 	}
 	phone.run("open a stage at phone width",
-		chromedp.Click(`#stages tr:nth-child(4) a.stage-link`, chromedp.ByQuery),
+		clickStageLink,
 		chromedp.WaitVisible(`#stage-detail`, chromedp.ByID),
 	)
 	phone.shoot("run-stage", &shot)
@@ -410,3 +411,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	member.visit("mcp-tokens-refused", ws+"/mcp-tokens", "Your role in this workspace (member) does not allow this")
 	member.visit("run-cancelled", "/dashboard/runs/"+slow, "CANCELED")
 }
+
+// clickStageLink follows the fourth stage's link of the run page's table. The page draws the
+// table again when its live stream reports (once more for an ended run, if the report comes
+// before the first fetch is drawn), so a node found for a mouse click can be replaced before
+// the click; a chromedp.Click on it then waited for a node that never shows again (a CI run's
+// ten-minute hang). The page itself waits for the link, frame by frame, and clicks the one
+// there is at that moment.
+var clickStageLink = chromedp.Evaluate(`new Promise(function (resolve) {
+	(function tryClick() {
+		var a = document.querySelector('#stages tr:nth-child(4) a.stage-link');
+		if (a) { a.click(); resolve(true); } else { requestAnimationFrame(tryClick); }
+	})();
+})`, nil, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })
