@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -134,5 +135,57 @@ func TestAChecksFastPath(t *testing.T) {
 	}
 	if _, err := st.ReadStream(ctx, made, 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
 		t.Fatalf("a declined fast path created %s: %v", made, err)
+	}
+}
+
+// A multi-append whose transaction PostgreSQL rolls back to break a deadlock wrote nothing, so
+// it goes again on the slow path instead of failing its caller: a charge round carries several
+// workspaces, and the deadlock is no fault of theirs.
+func TestAppendMultiGoesOnAfterADeadlock(t *testing.T) {
+	pool, _ := newMigratedDB(t, 8)
+	st := newStore(t, pool, Config{})
+	ctx := testCtx(t)
+	for _, s := range []string{"account-a", "account-b"} {
+		if _, err := st.Append(ctx, s, eventstore.NoStream(), event("Opened")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after the rollback below
+	if _, err := other.Exec(ctx, `UPDATE streams SET revision = revision WHERE name = 'account-b'`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Takes account-a's row, then waits for account-b's, which the other holds.
+		_, err := st.AppendMulti(ctx,
+			eventstore.StreamAppend{Stream: "account-a", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}},
+			eventstore.StreamAppend{Stream: "account-b", Expected: eventstore.Exact(0), Events: []eventstore.EventData{event("Charged")}})
+		done <- err
+	}()
+	pollUntil(t, "the multi-append to wait for account-b", func() bool {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
+	// The other now wants account-a: a cycle, which PostgreSQL breaks by rolling the
+	// multi-append's transaction back (it waited first, so its check runs first).
+	if _, err := other.Exec(ctx, `UPDATE streams SET revision = revision WHERE name = 'account-a'`); err != nil {
+		t.Fatalf("the other transaction was the one rolled back: %v", err)
+	}
+	if err := other.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a multi-append rolled back by a deadlock failed: %v", err)
+	}
+	for _, s := range []string{"account-a", "account-b"} {
+		evs, err := st.ReadStream(ctx, s, 0, 10)
+		if err != nil || len(evs) != 2 {
+			t.Fatalf("%s: %d events, %v; want 2", s, len(evs), err)
+		}
 	}
 }

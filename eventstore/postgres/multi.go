@@ -210,7 +210,7 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 		// eventstore_expect_at found every part without events at its revision (other parts
 		// without events never come here: fastQuery leaves them to the slow path).
 		return res, true, nil
-	case multiDeclined(err):
+	case multiDeclined(err), rolledBack(err):
 		return nil, false, nil
 	}
 	if ce, ok := claimedError(err); ok {
@@ -243,6 +243,15 @@ func queueChecks(b *pgx.Batch, parts []encoded, idx []int, res []eventstore.Appe
 	}
 	b.Queue(expectAtSQL, streams, revs)
 	return true
+}
+
+// rolledBack reports whether err is PostgreSQL rolling the transaction back to break a
+// deadlock or a serialization conflict: nothing of it was written, and the slow path, in a
+// transaction of its own, decides as for a declined part. (A charge round carries several
+// workspaces' batches; such an error would otherwise fail them all.)
+func rolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 // multiDeclined reports whether err says a part of multiFast's batch was declined, so nothing
