@@ -218,8 +218,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		}
 		var err error
 		var cost *benchCost // e2e's, in this process: what an execution costs, beside its rate
+		var rounds *benchRounds
 		if phase == "e2e" && o.target == "" && !o.submitOnly {
-			cost = startBenchCost(ctx, apps[0], 0)
+			cost, rounds = startBenchCost(ctx, apps[0], 0), startBenchRounds(apps)
 		}
 		switch phase {
 		case "runs":
@@ -231,6 +232,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		}
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", phase, err)
+		}
+		if rounds != nil {
+			fmt.Fprintf(out, "e2e charge rounds: %s\n", rounds.end())
 		}
 		if !o.submitOnly {
 			if err := benchDrain(ctx, apps[0], workspaces); err != nil {

@@ -20,6 +20,10 @@ func TestBenchE2EWithCacheWindows(t *testing.T) {
 		!regexp.MustCompile(`e2e cost per execution: CPU [0-9.]+ ms here \(service and load\), [0-9.]+ commits`).MatchString(res.stdout) {
 		t.Fatalf("bench e2e printed %q", res.stdout)
 	}
+	// Every call's charge went through the executor's rounds, which the line counts.
+	if !regexp.MustCompile(`e2e charge rounds: [0-9]+ for 40 charges \([0-9.]+ each\), [0-9.]+ ms each, busy [0-9.]+ of the phase; 0 turns awaited\n`).MatchString(res.stdout) {
+		t.Fatalf("bench e2e printed %q", res.stdout)
+	}
 	wantDistinctWindows(t, c, 40)
 	if res := c.run("bench", "e2e", "--cache-window", "-1s"); res.code == 0 || !strings.Contains(res.stderr, "--cache-window") {
 		t.Fatalf("a negative cache window: %s", res)

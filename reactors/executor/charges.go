@@ -30,7 +30,8 @@ const maxAcrossBatch = 1000
 // turn on their accounts (commands.AwaitAccountTurns) and gathers once it holds it, so the
 // round takes along what queued during the wait.
 type charger struct {
-	cmds *commands.Commands
+	cmds    *commands.Commands
+	metrics roundMetrics
 
 	mu     sync.Mutex
 	queues map[string][]*chargeCall
@@ -53,8 +54,8 @@ type chargeDone struct {
 	err error
 }
 
-func newCharger(cmds *commands.Commands) *charger {
-	return &charger{cmds: cmds, queues: map[string][]*chargeCall{}, apart: map[string]bool{}}
+func newCharger(cmds *commands.Commands, m roundMetrics) *charger {
+	return &charger{cmds: cmds, metrics: m, queues: map[string][]*chargeCall{}, apart: map[string]bool{}}
 }
 
 // charge bills item's charge and, when it can, records item's outcome in the same commit.
@@ -127,13 +128,32 @@ func (c *charger) flush(ctx context.Context) {
 			return
 		}
 		c.mu.Unlock()
+		waited := time.Now()
 		held := c.cmds.Charges.AwaitAccountTurns(ctx, queued)
+		began := time.Now()
+		if held != nil {
+			c.metrics.turnWait.Observe(began.Sub(waited).Seconds())
+		}
 		round, calls := c.gather(held)
 		out := c.cmds.Charges.ChargeAndFinishAcross(ctx, held, round)
 		for i, r := range out {
 			c.answer(ctx, round[i].WorkspaceID, calls[i], r.Results, r.Err)
 		}
+		c.observe(calls, began)
 	}
+}
+
+// observe records a round of calls that began (was gathered) at began.
+func (c *charger) observe(calls [][]*chargeCall, began time.Time) {
+	n := 0
+	for _, batch := range calls {
+		n += len(batch)
+	}
+	if n == 0 {
+		return
+	}
+	c.metrics.seconds.Observe(time.Since(began).Seconds())
+	c.metrics.size.Observe(float64(n))
 }
 
 // answer hands each call of a written batch its fate. A batch that could not be written in one

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard/switchyard/commands"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/domain/execution"
@@ -59,7 +61,8 @@ func TestChargesQueuedDuringTheWaitForATurnShareItsBatch(t *testing.T) {
 	}
 	releaseOnce := sync.OnceFunc(held.End)
 	t.Cleanup(releaseOnce) // a failed wait must not leave the lock's connection taken
-	c := newCharger(cmds)
+	reg := prometheus.NewRegistry()
+	c := newCharger(cmds, newMetrics(reg).rounds)
 	done := make(chan error, n)
 	for _, it := range items {
 		go func() {
@@ -89,6 +92,34 @@ func TestChargesQueuedDuringTheWaitForATurnShareItsBatch(t *testing.T) {
 	if txs != 1 {
 		t.Fatalf("the %d charges queued during the wait were written in %d commits, want 1", n, txs)
 	}
+	// The round is on /metrics: one round of n charges, after one wait for a turn.
+	for name, wantSum := range map[string]float64{
+		"switchyard_executor_charge_round_charges":     n,
+		"switchyard_executor_charge_turn_wait_seconds": 0, // a time: any, above 0
+		"switchyard_executor_charge_round_seconds":     0,
+	} {
+		count, sum := histogram(t, reg, name)
+		if count != 1 || sum <= 0 || (wantSum > 0 && sum != wantSum) {
+			t.Errorf("%s: %d observations summing to %g, want 1 summing to %g (0: any time)", name, count, sum, wantSum)
+		}
+	}
+}
+
+// histogram is the observations of the histogram name in reg, and their sum.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0, 0
 }
 
 func causes(items []commands.ChargedFinish) []string {
@@ -130,7 +161,7 @@ func TestChargerTakesNoTurnForAnEmptyQueue(t *testing.T) {
 	}
 	item := echoCharge(t, cmds, ws)
 	before := store.turns.Load()
-	c := newCharger(cmds)
+	c := newCharger(cmds, newMetrics(nil).rounds)
 	res, err := c.charge(ctx, ws, item)
 	if err != nil || !res.Recorded {
 		t.Fatalf("charge: %+v, %v", res, err)
@@ -180,7 +211,7 @@ func TestChargesOfManyWorkspacesShareACommit(t *testing.T) {
 	first := echoCharge(t, cmds, wss[0])
 	openOnce := sync.OnceFunc(func() { close(store.open) })
 	t.Cleanup(openOnce)
-	c := newCharger(cmds)
+	c := newCharger(cmds, newMetrics(nil).rounds)
 	done := make(chan error, len(queued)+1)
 	charge := func(ws string, it commands.ChargedFinish) {
 		res, err := c.charge(ctx, ws, it)
@@ -253,7 +284,7 @@ func TestASeparateChargeHoldsUpOnlyItsWorkspace(t *testing.T) {
 	if _, err := commands.New(env.Store).Attempts.ClaimExecution(ctx, stale.ExecutionID, "worker-b", func(execution.State) time.Duration { return time.Minute }); err != nil {
 		t.Fatal(err)
 	}
-	c := newCharger(cmds)
+	c := newCharger(cmds, newMetrics(nil).rounds)
 	doneA := make(chan error, 1)
 	go func() {
 		_, err := c.charge(ctx, wsA, stale)

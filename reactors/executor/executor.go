@@ -155,9 +155,10 @@ func (c *Config) durations() []configcheck.Duration {
 func New(store eventstore.Store, cmds *commands.Commands, queries *projections.Queries, registry *modules.Registry, hub *livehub.Hub, cfg Config) *Executor {
 	cfg.setDefaults()
 	share := (cfg.Concurrency*cfg.WorkspaceShare + 99) / 100
+	m := newMetrics(cfg.Registerer)
 	return &Executor{cmds: cmds, store: store, queries: queries, registry: registry, hub: hub, opts: cfg,
 		log:   cfg.Logger.WithFields(logrus.Fields{"component": "executor", "worker": cfg.Worker}),
-		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds), metrics: newMetrics(cfg.Registerer),
+		slots: newSlots(cfg.Concurrency, share), charges: newCharger(cmds, m.rounds), metrics: m,
 		transport: newHTTPTransport(cfg.Sealer, cfg.ModuleCAs), tasks: newTaskBoard(),
 		inflight: map[string]bool{}, waiters: map[string][]chan execution.State{}}
 }
