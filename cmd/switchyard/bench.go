@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type benchOptions struct {
 	profile  string
 	// memProfile is where the allocations of the phases go (pprof's allocs profile).
 	memProfile string
+	// trace is where an execution trace of the phases goes (go tool trace): what a section
+	// that runs one at a time, such as the charge rounds, waits for.
+	trace string
 	// submitOnly runs the service without its executor, to measure the submit path alone.
 	submitOnly bool
 	// instances is how many service instances share the database (each with its own pool,
@@ -132,6 +136,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	cmd.Flags().StringVar(&o.memProfile, "memprofile", "", "write the allocations of the phases (service and load) to this file, for go tool pprof -sample_index=alloc_space")
+	cmd.Flags().StringVar(&o.trace, "trace", "", "write an execution trace of the phases (service and load) to this file, for go tool trace; keep --total small, it grows by megabytes a second")
 	return cmd
 }
 
@@ -210,6 +215,17 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		// the set-up's allocations behind as the baseline pprof -diff_base can subtract.
 		runtime.GC()
 		defer writeAllocs(o.memProfile)
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	var e2eRate float64 // e2e's executions/s, which runs compares its stages/s with
 	for _, phase := range phases {

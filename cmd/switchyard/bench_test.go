@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,7 +18,8 @@ import (
 // so each one runs and opens a window of its own instead of reusing the first call's output.
 func TestBenchE2EWithCacheWindows(t *testing.T) {
 	c := newCLI(t)
-	res := c.ok("bench", "e2e", "--total", "40", "--clients", "4", "--cache-window", "10m")
+	tracePath := filepath.Join(t.TempDir(), "bench.trace")
+	res := c.ok("bench", "e2e", "--total", "40", "--clients", "4", "--cache-window", "10m", "--trace", tracePath)
 	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") ||
 		!regexp.MustCompile(`e2e cost per execution: CPU [0-9.]+ ms here \(service and load\), [0-9.]+ commits`).MatchString(res.stdout) {
 		t.Fatalf("bench e2e printed %q", res.stdout)
@@ -23,6 +27,9 @@ func TestBenchE2EWithCacheWindows(t *testing.T) {
 	// Every call's charge went through the executor's rounds, which the line counts.
 	if !regexp.MustCompile(`e2e charge rounds: [0-9]+ for 40 charges \([0-9.]+ each\), [0-9.]+ ms each, busy [0-9.]+ of the phase; 0 turns awaited\n`).MatchString(res.stdout) {
 		t.Fatalf("bench e2e printed %q", res.stdout)
+	}
+	if b, err := os.ReadFile(tracePath); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1024 {
+		t.Fatalf("--trace wrote %d bytes (%v), want an execution trace", len(b), err)
 	}
 	wantDistinctWindows(t, c, 40)
 	if res := c.run("bench", "e2e", "--cache-window", "-1s"); res.code == 0 || !strings.Contains(res.stderr, "--cache-window") {
