@@ -108,18 +108,8 @@ func TestChargesQueuedDuringTheWaitForATurnShareItsBatch(t *testing.T) {
 // histogram is the observations of the histogram name in reg, and their sum.
 func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	t.Fatalf("no series %s", name)
-	return 0, 0
+	h := series(t, reg, name).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 func causes(items []commands.ChargedFinish) []string {

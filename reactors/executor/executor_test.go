@@ -411,17 +411,7 @@ func TestInstancesRunWhatTheyAcceptWithoutLosingClaims(t *testing.T) {
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return executor.Series(t, reg, name).GetCounter().GetValue()
 }
 
 // An executor stopped while it starts (serve told to stop at once) stops cleanly: its
