@@ -11,9 +11,10 @@ type metrics struct {
 }
 
 // roundMetrics are the charger's series. Its rounds are the one section every execution passes
-// through in turn (a workspace's account takes one append at a time), so their time and size
-// tell how near a process is to its limit: rounds busy all the time, each carrying more
-// charges as load grows, are where more callers wait (docs/performance.md).
+// through in turn (a workspace's account takes one append at a time). Rounds busy all the
+// time, each carrying more charges as load grows, say the process writes its charges back to
+// back; whether the rounds or the CPU hold them up, the CPU's use tells (docs/performance.md,
+// "Charge rounds": on two shared cores it was the CPU).
 type roundMetrics struct {
 	seconds  prometheus.Histogram // a round's time, from gathering it to answering its charges
 	size     prometheus.Histogram // the charges a round carried
