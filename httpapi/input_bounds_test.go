@@ -147,7 +147,7 @@ func (s *routeFuzzStack) send(t *testing.T, path, accept string) (int, string) {
 		t.Fatal(err)
 	}
 	req.RequestURI = req.URL.RequestURI()
-	s.authenticate(req, req.URL.Path)
+	s.authenticate(req, req.URL.Path, nil)
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,13 +38,11 @@ func parseSubmit(body []byte) (submitRequest, error) {
 	if err := domain.CheckJSONBody("body", body); err != nil {
 		return req, err
 	}
-	for name := range fields {
-		if name == "" {
-			return req, domain.Invalid("body", "has a field with an empty name")
-		}
-		if !knownSubmitField[name] {
-			return req, domain.Invalid(name, "is not a field of this request")
-		}
+	if _, ok := fields[""]; ok {
+		return req, domain.Invalid("body", "has a field with an empty name")
+	}
+	if name, ok := unknownField(fields, func(name string) bool { return knownSubmitField[name] }); ok {
+		return req, domain.Invalid(name, "is not a field of this request")
 	}
 	var err error
 	if req.Module, err = requiredString(fields, "module"); err != nil {
@@ -64,6 +64,23 @@ func parseSubmit(body []byte) (submitRequest, error) {
 		return req, err
 	}
 	return req, nil
+}
+
+// unknownField is the first field of fields, in name order, that known refuses: a refusal names
+// the same field for the same body every time, not whichever a map's order gives first. The
+// names are sorted only once one is refused.
+func unknownField(fields map[string]json.RawMessage, known func(string) bool) (string, bool) {
+	for name := range fields {
+		if known(name) {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			if !known(name) {
+				return name, true
+			}
+		}
+	}
+	return "", false
 }
 
 var knownSubmitField = map[string]bool{"module": true, "input": true, "config": true, "attempts": true,

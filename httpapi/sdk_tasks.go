@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,14 +76,8 @@ func taskFields(r *http.Request, known ...string) (map[string]json.RawMessage, e
 	if err := domain.CheckJSONBody("body", body); err != nil {
 		return nil, err
 	}
-	for name := range fields {
-		ok := false
-		for _, k := range known {
-			ok = ok || k == name
-		}
-		if !ok {
-			return nil, domain.Invalid(name, "is not a field of this request")
-		}
+	if name, ok := unknownField(fields, func(name string) bool { return slices.Contains(known, name) }); ok {
+		return nil, domain.Invalid(name, "is not a field of this request")
 	}
 	return fields, nil
 }
