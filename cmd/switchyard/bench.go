@@ -200,15 +200,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	}
 	key, workspace := keys[0], workspaces[0]
 	if o.profile != "" {
-		f, err := os.Create(o.profile)
+		stop, err := recordTo(o.profile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if o.memProfile != "" {
 		// The profile holds what was allocated since the process started; a cycle now leaves
@@ -217,15 +213,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		defer writeAllocs(o.memProfile)
 	}
 	if o.trace != "" {
-		f, err := os.Create(o.trace)
+		stop, err := recordTo(o.trace, trace.Start, trace.Stop)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		defer trace.Stop()
+		defer stop()
 	}
 	var e2eRate float64 // e2e's executions/s, which runs compares its stages/s with
 	for _, phase := range phases {
@@ -660,4 +652,18 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	}
 	i := min(len(sorted)-1, (len(sorted)*p)/100)
 	return sorted[i].Round(10 * time.Microsecond)
+}
+
+// recordTo creates path and starts a recording into it (a CPU profile, an execution trace); the
+// returned func stops the recording and closes the file.
+func recordTo(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { stop(); f.Close() }, nil
 }

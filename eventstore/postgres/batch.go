@@ -32,9 +32,10 @@ import (
 // disjoint, but a transaction no longer locks all its streams in one sorted order (the update
 // statement's streams, then the rest's). Two transactions sharing two streams can therefore
 // deadlock; PostgreSQL detects it and rolls one back, whose appends then fall back as for any
-// failed group, or, for an AppendMulti, go again on its slow path (correct, only slower). Within one process that needs two streams appended to by
-// both a group and an AppendMulti at once: rare in the service (a webhook event is appended
-// only after the charge batch that recorded its execution's outcome has committed).
+// failed group, or, for an AppendMulti, go again on its slow path (correct, only slower).
+// Within one process that needs two streams appended to by both a group and an AppendMulti at
+// once: rare in the service (a webhook event is appended only after the charge batch that
+// recorded its execution's outcome has committed).
 
 // batchEventsSQL is the events' parameter list, one row per event; batchInsertSQL inserts them
 // after the streams' rows (s) were created or moved on.
