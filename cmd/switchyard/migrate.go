@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/eventstore/postgres"
 )
 
 func newMigrateCmd() *cobra.Command {
@@ -17,7 +18,8 @@ func newMigrateCmd() *cobra.Command {
 		Short: "Create or update the event store and read-model schema (idempotent)",
 		Long: "Migrate creates the schema in a new database, or brings an existing one up to date, and\n" +
 			"says which it did: \"created the schema in a new database\", \"updated the schema\" or\n" +
-			"\"schema is up to date\". It needs no secret key.",
+			"\"schema is up to date\". It needs no secret key. On an event log created before stream names\n" +
+			"compared bytewise, it notes on standard error how to convert them (docs/operations.md).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.FromEnvironment()
@@ -45,7 +47,7 @@ func newMigrateCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), migrateOutcome(before, after))
-			return nil
+			return noteStreamNamesCollation(cmd, a)
 		},
 	}
 }
@@ -95,4 +97,21 @@ func migrateOutcome(before, after schemaShape) string {
 	default:
 		return "schema is up to date"
 	}
+}
+
+// noteStreamNamesCollation tells the operator of a log created before stream names compared
+// bytewise how to convert it: appends are faster once converted, and migrate leaves it to them
+// because the conversion locks the log (docs/operations.md, "Stream names' collation").
+func noteStreamNamesCollation(cmd *cobra.Command, a *app) error {
+	if a.cfg.EventStore != config.EventStorePostgres {
+		return nil
+	}
+	bytewise, err := postgres.StreamNamesBytewise(cmd.Context(), a.pool)
+	if err != nil || bytewise {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "note: this event log's stream names use the database's collation; "+
+		"converting them to \"C\" makes appends faster and locks the log for about a second a million events "+
+		"(docs/operations.md, \"Stream names' collation\")")
+	return nil
 }

@@ -339,6 +339,22 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return migrate(ctx, pool, schemaSQL+claimsSQL)
 }
 
+// StreamNamesBytewise reports whether the log's stream names compare bytewise (COLLATE "C"),
+// as a log created by this version does. A log created before keeps the database's collation
+// until an operator converts it (docs/operations.md, "Stream names' collation"), which migrate
+// does not do: it would lock the log for two index rebuilds.
+func StreamNamesBytewise(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var n int
+	err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+		WHERE (a.attrelid, a.attname) IN (('streams'::regclass, 'name'), ('events'::regclass, 'stream'))
+		  AND c.collname = 'C'`).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("eventstore/postgres: read the stream names' collation: %w", err)
+	}
+	return n == 2, nil
+}
+
 // migrate runs script under the migration lock.
 func migrate(ctx context.Context, pool *pgxpool.Pool, script string) error {
 	tx, err := pool.Begin(ctx)

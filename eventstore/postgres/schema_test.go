@@ -34,6 +34,9 @@ func TestStreamNamesCompareBytewise(t *testing.T) {
 	if name != "C" || stream != "C" {
 		t.Fatalf("streams.name collates as %q and events.stream as %q, want both \"C\"", name, stream)
 	}
+	if bytewise, err := StreamNamesBytewise(testCtx(t), pool); err != nil || !bytewise {
+		t.Fatalf("StreamNamesBytewise on a new log: %v, %v", bytewise, err)
+	}
 }
 
 // A log created before stream names collated bytewise keeps its collation through Migrate
@@ -53,6 +56,9 @@ func TestMigrateKeepsAnOlderLogsCollation(t *testing.T) {
 	}
 	if name, stream := streamNameCollations(t, pool); name != "default" || stream != "default" {
 		t.Fatalf("migrate changed an older log's collation to %q and %q", name, stream)
+	}
+	if bytewise, err := StreamNamesBytewise(ctx, pool); err != nil || bytewise {
+		t.Fatalf("StreamNamesBytewise on an older log: %v, %v", bytewise, err)
 	}
 	st := newStore(t, pool, Config{})
 	if _, err := st.Append(ctx, "order-1", eventstore.NoStream(), event("Placed")); err != nil {
