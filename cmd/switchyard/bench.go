@@ -43,7 +43,11 @@ type benchOptions struct {
 	// account and key, as a platform's many tenants are; every workspace is called on every
 	// instance.
 	workspaces int
-	idle       int
+	// pinWorkspaces calls workspace i on instance i mod --instances only, so that no two
+	// instances charge one account: the upper bound of per-instance lanes
+	// (docs/architecture.md), measured without building them.
+	pinWorkspaces bool
+	idle          int
 	// runs is how many workflow runs the runs phase's --clients callers complete.
 	runs int
 	// idlePolls is how many waiting polls the worker phase holds open to weigh them.
@@ -90,7 +94,9 @@ func newBenchCmd() *cobra.Command {
 			"--cache-window, the service keeps cache windows (as it does by default) and e2e's calls\n" +
 			"have distinct inputs, so each runs, bills and opens its own window. With --workspaces N,\n" +
 			"the calls are spread over N workspaces of one owner, each with its own credits and key,\n" +
-			"and each called on every instance (as a platform's tenants are behind a load balancer).\n\n" +
+			"and each called on every instance (as a platform's tenants are behind a load balancer);\n" +
+			"with --pin-workspaces, workspace i is called on instance i mod --instances only, so no two\n" +
+			"instances charge one account (the upper bound of per-instance lanes).\n\n" +
 			"With --target URL, the phases drive a separately started `serve` at URL instead, as an\n" +
 			"outside client would: DATABASE_URL and the secret key (SWITCHYARD_SECRET_KEY or\n" +
 			"SWITCHYARD_DATA_DIR) must be that serve's, for the bench mints its workspace and API key\n" +
@@ -131,6 +137,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.idlePolls, "idle-polls", 1000, "polls the worker phase holds open, waiting, to weigh them")
 	cmd.Flags().IntVar(&o.instances, "instances", 1, "service instances sharing the database (1 to 4)")
 	cmd.Flags().IntVar(&o.workspaces, "workspaces", 1, "workspaces the calls are spread over, each with its own account and key, each called on every instance")
+	cmd.Flags().BoolVar(&o.pinWorkspaces, "pin-workspaces", false, "call workspace i on instance i mod --instances only (needs --workspaces at least --instances): no account charged by two instances")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
 	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process")
@@ -155,6 +162,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	}
 	if o.workspaces > 1 && (slices.Contains(phases, "runs") || slices.Contains(phases, "worker")) {
 		return fmt.Errorf("--workspaces: the runs and worker phases use one workspace; run them without it")
+	}
+	if o.pinWorkspaces && (o.instances < 2 || o.workspaces < o.instances) {
+		return fmt.Errorf("--pin-workspaces needs --instances 2 or more and at least as many --workspaces")
 	}
 	if o.target != "" && (o.instances != 1 || o.submitOnly) {
 		return fmt.Errorf("--target drives one serve as it is configured: without --instances and --submit-only")
@@ -194,7 +204,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 		}
 		apps, bases = append(apps, a), append(bases, url)
 	}
-	clients, err := benchClients(bases, keys)
+	clients, err := benchClients(bases, keys, o.pinWorkspaces)
 	if err != nil {
 		return err
 	}
@@ -375,22 +385,36 @@ func benchKeys(ctx context.Context, a *app, n int) ([]commands.APIKeyMinted, []s
 	return keys, workspaces, nil
 }
 
-// benchClients is a client for every instance (bases) and workspace (keys), ordered so that
-// the phases' callers, which take cs[i % len(cs)], go round the instances first: caller i
-// calls instance i % len(bases) in workspace (i / len(bases)) % len(keys). Every workspace is
-// thereby called on every instance, as behind a load balancer without stickiness.
-func benchClients(bases []string, keys []commands.APIKeyMinted) ([]*client.Client, error) {
+// benchClients is a client for every pair benchPairs gives, in its order.
+func benchClients(bases []string, keys []commands.APIKeyMinted, pinned bool) ([]*client.Client, error) {
 	var cs []*client.Client
-	for _, key := range keys {
-		for _, base := range bases {
-			c, err := client.New(base, key.APIKey, key.APISecret, client.WithRetries(0))
-			if err != nil {
-				return nil, err
-			}
-			cs = append(cs, c)
+	for _, p := range benchPairs(len(keys), len(bases), pinned) {
+		c, err := client.New(bases[p.base], keys[p.key].APIKey, keys[p.key].APISecret, client.WithRetries(0))
+		if err != nil {
+			return nil, err
 		}
+		cs = append(cs, c)
 	}
 	return cs, nil
+}
+
+// benchPair is one workspace's key (key) called on one instance (base).
+type benchPair struct{ key, base int }
+
+// benchPairs orders the workspace-instance pairs so that the phases' callers, which take
+// cs[i % len(cs)], go round the instances first: caller i calls instance i % bases in
+// workspace (i / bases) % keys. Every workspace is thereby called on every instance, as behind
+// a load balancer without stickiness; pinned, workspace k is called on instance k % bases only.
+func benchPairs(keys, bases int, pinned bool) []benchPair {
+	var ps []benchPair
+	for k := range keys {
+		for b := range bases {
+			if !pinned || b == k%bases {
+				ps = append(ps, benchPair{k, b})
+			}
+		}
+	}
+	return ps
 }
 
 // benchCounts counts the executions of the workspaces by status, from the read model.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,9 +111,26 @@ func TestBenchE2EAcrossWorkspaces(t *testing.T) {
 	if workspaces != 3 || total != 60 {
 		t.Fatalf("%d executions over %d workspaces, want 60 over 3", total, workspaces)
 	}
-	for _, bad := range [][]string{{"e2e", "--workspaces", "0"}, {"runs", "--workspaces", "2"}} {
+	for _, bad := range [][]string{{"e2e", "--workspaces", "0"}, {"runs", "--workspaces", "2"},
+		{"e2e", "--workspaces", "2", "--pin-workspaces"}, {"e2e", "--workspaces", "1", "--instances", "2", "--pin-workspaces"}} {
 		if res := c.run(append([]string{"bench"}, bad...)...); res.code == 0 || !strings.Contains(res.stderr, "--workspaces") {
 			t.Fatalf("bench %v: %s", bad, res)
 		}
+	}
+	// Pinned, no account is charged by two instances: no round awaits a turn.
+	res = c.ok("bench", "e2e", "--total", "40", "--clients", "4", "--workspaces", "2", "--instances", "2", "--pin-workspaces")
+	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") || !strings.Contains(res.stdout, "; 0 turns awaited") {
+		t.Fatalf("bench e2e --pin-workspaces printed %q", res.stdout)
+	}
+}
+
+// Unpinned, every workspace is called on every instance, the instances first; pinned,
+// workspace k on instance k mod the instances only.
+func TestBenchPairs(t *testing.T) {
+	if got, want := benchPairs(2, 2, false), []benchPair{{0, 0}, {0, 1}, {1, 0}, {1, 1}}; !slices.Equal(got, want) {
+		t.Fatalf("unpinned pairs %v, want %v", got, want)
+	}
+	if got, want := benchPairs(3, 2, true), []benchPair{{0, 0}, {1, 1}, {2, 0}}; !slices.Equal(got, want) {
+		t.Fatalf("pinned pairs %v, want %v", got, want)
 	}
 }
