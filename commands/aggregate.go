@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/eventstore"
+	"github.com/switchyard/switchyard/internal/decoded"
 )
 
 // eventIDNamespace derives deterministic event ids from idempotency keys.
@@ -25,6 +26,12 @@ type aggregate[S any] struct {
 	// clone, when set, copies a cached state before it is evolved further: for states that
 	// evolve in place (a run's thousands of stages), so the cached copy is never changed.
 	clone func(S) S
+	// sharesEvents lets fold take its events from the process's decoded ones
+	// (internal/decoded), which the log tail's consumers share: for states that keep nothing
+	// of an event that can change (no slice or map from it). A busy account on two instances
+	// is read on by every turn and balance check and by the tail, each decoding the other
+	// instance's charges anew (docs/performance.md, "Charge rounds").
+	sharesEvents bool
 }
 
 // loaded is a folded stream and the revision it was folded to.
@@ -125,8 +132,12 @@ func fold[S any](cur loaded[S], shared bool, agg aggregate[S], stream string, re
 	if shared && len(records) > 0 && agg.clone != nil {
 		cur.state, shared = agg.clone(cur.state), false
 	}
+	decode := decodeOwn
+	if agg.sharesEvents {
+		decode = decoded.Event
+	}
 	for _, rec := range records {
-		ev, err := domain.Events.Decode(rec.Type, rec.Data)
+		ev, err := decode(rec)
 		if err != nil {
 			return cur, shared, fmt.Errorf("fold %s@%d: %w", stream, rec.Revision, err)
 		}
@@ -134,6 +145,11 @@ func fold[S any](cur loaded[S], shared bool, agg aggregate[S], stream string, re
 		cur.revision, cur.exists = rec.Revision, true
 	}
 	return cur, shared, nil
+}
+
+// decodeOwn decodes rec into an event of the caller's own.
+func decodeOwn(rec eventstore.RecordedEvent) (domain.Event, error) {
+	return domain.Events.Decode(rec.Type, rec.Data)
 }
 
 // remember caches a folded stream and returns a state the caller may evolve.

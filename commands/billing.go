@@ -9,7 +9,7 @@ import (
 	"github.com/switchyard/switchyard/eventstore"
 )
 
-var billingAgg = aggregate[billing.State]{evolve: billing.State.Evolve}
+var billingAgg = aggregate[billing.State]{evolve: billing.State.Evolve, sharesEvents: true}
 
 // BillingStream is the billing account stream of a workspace.
 func BillingStream(workspaceID string) string {

@@ -20,7 +20,7 @@ import (
 
 var (
 	executionAgg   = aggregate[execution.State]{evolve: execution.State.Evolve}
-	cacheWindowAgg = aggregate[execution.CacheWindow]{evolve: execution.CacheWindow.Evolve}
+	cacheWindowAgg = aggregate[execution.CacheWindow]{evolve: execution.CacheWindow.Evolve, sharesEvents: true}
 	idempotencyAgg = aggregate[execution.IdempotencyRecord]{evolve: execution.IdempotencyRecord.Evolve}
 )
 

@@ -35,3 +35,26 @@ func TestUnknownFieldsAreNamedInNameOrder(t *testing.T) {
 		t.Fatalf("a field with an empty name: %v, want the body named", err)
 	}
 }
+
+// Input and config must be JSON objects, and are kept compacted; anything else is refused
+// naming the field.
+func TestSubmitInputAndConfigMustBeObjects(t *testing.T) {
+	for _, v := range []string{`[1]`, `[]`, `"x"`, `1`, `true`, `false`, `"{}"`} {
+		for _, field := range []string{"input", "config"} {
+			other := map[string]string{"input": "config", "config": "input"}[field]
+			body := `{"module":"core.echo","` + other + `":{},"` + field + `":` + v + `}`
+			_, err := parseSubmit([]byte(body))
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != field {
+				t.Errorf("%s %s: %v, want a 400 naming %s", field, v, err, field)
+			}
+		}
+	}
+	req, err := parseSubmit([]byte(`{"module":"core.echo","input": { "a" : [ 1, 2 ] } ,"config":	{ }}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(req.Input) != `{"a":[1,2]}` || string(req.Config) != `{}` {
+		t.Fatalf("input %s, config %s: want them compacted", req.Input, req.Config)
+	}
+}

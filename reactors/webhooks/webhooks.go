@@ -42,6 +42,7 @@ import (
 	"github.com/switchyard/switchyard/domain/execution"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/configcheck"
+	"github.com/switchyard/switchyard/internal/decoded"
 	"github.com/switchyard/switchyard/modules/netguard"
 	"github.com/switchyard/switchyard/projections"
 	"github.com/switchyard/switchyard/reactors/feed"
@@ -254,13 +255,24 @@ func (d *Dispatcher) mayBeDue(ev eventstore.RecordedEvent) bool {
 }
 
 // noCallback reports a terminal event that says its execution owes no webhook.
+// The event is the process's decoded one (internal/decoded): the projectors and the executor's
+// feeds decode the same terminal events, and a decode here of its own was the dispatcher's
+// largest cost on a busy log.
 func noCallback(ev eventstore.RecordedEvent) bool {
-	var terminal struct {
-		NoCallback bool `json:"noCallback"`
-	}
 	switch ev.Type {
 	case execution.Completed{}.EventType(), execution.Failed{}.EventType():
-		return json.Unmarshal(ev.Data, &terminal) == nil && terminal.NoCallback
+	default:
+		return false
+	}
+	e, err := decoded.Event(ev)
+	if err != nil {
+		return false
+	}
+	switch t := e.(type) {
+	case execution.Completed:
+		return t.NoCallback
+	case execution.Failed:
+		return t.NoCallback
 	}
 	return false
 }
