@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -109,16 +108,6 @@ func CacheKey(workspaceID, module string, input, config json.RawMessage) (string
 		h.Write(part)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func canonicalJSON(raw json.RawMessage) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return json.Marshal(v)
 }
 
 // Execution folds an execution from the event store (read-your-writes for GET).

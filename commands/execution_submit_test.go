@@ -390,6 +390,18 @@ func TestCallsInWindowsLearnedFromTheLogAreFreeWithoutARefusal(t *testing.T) {
 	if err := here.Windows.Learn(eventstore.RecordedEvent{Stream: commands.BillingStream(ws)}); err == nil {
 		t.Fatal("a billing stream's event learned as a window")
 	}
+	// A window known as of its event is not decoded again (its bytes, spoilt here, are not
+	// read), as every window a process opened itself comes back to it; one past what the
+	// process knows is decoded.
+	spoilt := opened[0]
+	spoilt.Data = []byte("{")
+	if err := here.Windows.Learn(spoilt); err != nil {
+		t.Fatalf("a window known at its revision was decoded again: %v", err)
+	}
+	spoilt.Revision++
+	if err := here.Windows.Learn(spoilt); err == nil {
+		t.Fatal("a window's event past what the process knows was not decoded")
+	}
 }
 
 // sameJSON reports whether a and b are the same JSON text but for insignificant space.

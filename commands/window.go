@@ -17,6 +17,11 @@ func (h *Windows) Learn(rec eventstore.RecordedEvent) error {
 	if eventstore.Category(rec.Stream) != execution.CacheCategory {
 		return fmt.Errorf("learn window: %s is not a cache window's stream", rec.Stream)
 	}
+	if cur, _, shared := cachedState(h, rec.Stream, cacheWindowAgg); shared && cur.exists && cur.revision >= rec.Revision {
+		// Known as of this event or later: every window this process opened itself, which the
+		// log brings back to it too. Decoding it again was most of what learning cost.
+		return nil
+	}
 	w, _, err := fold(loaded[execution.CacheWindow]{state: cacheWindowAgg.zero}, false, cacheWindowAgg, rec.Stream, []eventstore.RecordedEvent{rec})
 	if err != nil {
 		return fmt.Errorf("learn window: %w", err)
