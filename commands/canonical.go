@@ -16,6 +16,11 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if canonicalMatches(raw) {
 		return raw, nil
 	}
+	return decodedCanonical(raw)
+}
+
+// decodedCanonical is canonicalJSON the decoder's way, which defines it.
+func decodedCanonical(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
