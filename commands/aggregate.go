@@ -30,7 +30,7 @@ type aggregate[S any] struct {
 	// (internal/decoded), which the log tail's consumers share: for states that keep nothing
 	// of an event that can change (no slice or map from it). A busy account on two instances
 	// is read on by every turn and balance check and by the tail, each decoding the other
-	// instance's charges anew (docs/performance.md, "Charge rounds").
+	// instance's charges anew (docs/performance.md, "Decoded once on two instances").
 	sharesEvents bool
 }
 
