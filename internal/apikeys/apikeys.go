@@ -55,22 +55,36 @@ func encode62(b []byte, width int) string {
 	return string(out)
 }
 
-// decode62 reads s as a base62 number that must fit in size bytes.
+// decode62 reads s as a base62 number that must fit in size bytes. It multiplies a big-endian
+// byte array in place, a digit at a time: every SDK request parses its apiKey, and a big.Int
+// for it was most of what parsing cost. The number never shrinks as digits come, so a carry
+// out of the top byte at any step means it does not fit.
 func decode62(s string, size int) ([]byte, error) {
-	n := new(big.Int)
+	out := make([]byte, size)
 	for i := 0; i < len(s); i++ {
-		d := strings.IndexByte(alphabet, s[i])
+		d := digit62[s[i]]
 		if d < 0 {
 			return nil, ErrMalformed
 		}
-		n.Mul(n, base)
-		n.Add(n, big.NewInt(int64(d)))
+		carry := uint(d)
+		for j := size - 1; j >= 0; j-- {
+			v := uint(out[j])*62 + carry
+			out[j], carry = byte(v), v>>8
+		}
+		if carry != 0 {
+			return nil, ErrMalformed
+		}
 	}
-	if n.BitLen() > size*8 {
-		return nil, ErrMalformed
-	}
-	return n.FillBytes(make([]byte, size)), nil
+	return out, nil
 }
+
+// digit62 is each byte's value as a base62 digit, -1 for a byte that is none.
+var digit62 = func() (t [256]int8) {
+	for i := range t {
+		t[i] = int8(strings.IndexByte(alphabet, byte(i)))
+	}
+	return t
+}()
 
 // Minted is freshly generated key material. APISecret is shown to the caller once; the service
 // keeps KeyHash and PublicKey only.

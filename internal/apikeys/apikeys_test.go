@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -71,5 +72,55 @@ func TestParseIDRejectsMalformedKeys(t *testing.T) {
 	}
 	if _, err := ParseSecret("not base64!"); !errors.Is(err, ErrMalformed) {
 		t.Errorf("secret: %v", err)
+	}
+}
+
+// bigDecode62 is base62 by math/big, as decode62 read it before: the reference it must agree with.
+func bigDecode62(s string, size int) ([]byte, error) {
+	n := new(big.Int)
+	for i := 0; i < len(s); i++ {
+		d := strings.IndexByte(alphabet, s[i])
+		if d < 0 {
+			return nil, ErrMalformed
+		}
+		n.Mul(n, base)
+		n.Add(n, big.NewInt(int64(d)))
+	}
+	if n.BitLen() > size*8 {
+		return nil, ErrMalformed
+	}
+	return n.FillBytes(make([]byte, size)), nil
+}
+
+// decode62 reads every string as math/big does: the same bytes, or both refuse it. A key
+// parsed differently would name another key's stream (its hash would still refuse it).
+func FuzzDecode62AgreesWithBigInt(f *testing.F) {
+	for _, s := range []string{"", "0", "z", "zzzzzzzzzzzzzzzzzzzzzz", "7n42DGM5Tflk9n8mt7Fhc7", "7n42DGM5Tflk9n8mt7Fhc8",
+		"1vGVwVBZpPZmFSxHqaDIsmfsjMHeqz9ZIVIFdmWXqTI", "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", "0_0", "é"} {
+		f.Add(s, 16)
+		f.Add(s, 32)
+	}
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		if size < 0 || size > 64 {
+			return
+		}
+		got, gerr := decode62(s, size)
+		want, werr := bigDecode62(s, size)
+		if (gerr == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("decode62(%q, %d) = %x, %v; math/big: %x, %v", s, size, got, gerr, want, werr)
+		}
+	})
+}
+
+// BenchmarkParseID times what every SDK request pays to find its key's id.
+func BenchmarkParseID(b *testing.B) {
+	m, err := Mint(uuid.New(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := ParseID(m.APIKey); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
