@@ -18,10 +18,11 @@
 #    stages beside an e2e of the same process (IDLE runs one at a time, RUNS by CLIENTS
 #    callers; RUNS=0 skips it), and the submit path alone (--submit-only).
 # 5. The headline: end to end with the service's defaults (CACHE_WINDOW windows, distinct calls)
-#    driven from this process against a separately started `serve` (`bench --target`), beside
-#    the same e2e in-process with windows and without, alternating for PAIRS rounds (2); the
-#    in-process one with windows then repeats its calls, each a free repeat of its window, and
-#    so do two instances (INSTANCES2=0 skips them).
+#    driven from this process against a separately started `serve` (`bench --target`), and
+#    against two serves sharing the database (the clients spread over both), beside the same
+#    e2e in-process with windows and without, alternating for PAIRS rounds (2); the in-process
+#    one with windows then repeats its calls, each a free repeat of its window, and so do two
+#    instances (INSTANCES2=0 skips the two-instance phases).
 # 6. Many tenants: the same one-against-two instance rounds with the calls spread over
 #    WORKSPACES workspaces (8; 0 skips), each with its own account and key and each called on
 #    every instance, as a platform's tenants are behind a load balancer.
@@ -55,8 +56,8 @@ cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 # shellcheck source=scripts/pgbench-ceiling.sh
 source scripts/pgbench-ceiling.sh
-serve_pid=""
-trap '[ -z "$serve_pid" ] || kill "$serve_pid" 2>/dev/null || true; cleanup; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
+serve_pids=""
+trap '[ -z "$serve_pids" ] || kill $serve_pids 2>/dev/null || true; cleanup; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${RIVER_DB} WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
 
 # quiesce: each benchmark starts with no dirty buffers of the one before left to write back,
 # so no figure pays for another benchmark's writes. Needs the pg_checkpoint role; without it
@@ -128,32 +129,51 @@ scaling "$CLIENTS" e2e-scale
 [ "$WORKSPACES" != 0 ] && scaling "$CLIENTS" e2e-tenants --workspaces "$WORKSPACES"
 # End to end as a user runs the service: its defaults, cache windows included (distinct calls,
 # each of which runs, bills and opens a window), driven from outside against a separately
-# started serve; beside it the same e2e in-process, with windows and without (the phases above
-# turn windows off, so every call runs). The three alternate for PAIRS rounds, so that a ratio
-# is not one noisy pair. The serve runs only during its phase: its projectors and log tail would
-# otherwise compete with the in-process service's.
+# started serve, and against two of them side by side (INSTANCES2=0 skips them); beside it the
+# same e2e in-process, with windows and without (the phases above turn windows off, so every
+# call runs). They alternate for PAIRS rounds, so that a ratio is not one noisy pair. The serves
+# run only during their phase: their projectors and log tails would otherwise compete with the
+# in-process service's.
 if [ "$CACHE_WINDOW" != 0 ]; then
 	# Below the kernel's ephemeral range (ip_local_port_range, 32768 up by default): a port in
 	# it may be the local end of one of the many connections the phases above opened, and the
 	# serve could not bind it.
 	port=$((20000 + $$ % 12000))
-	while (: >"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; do port=$((port + 1)); done
-	for _ in $(seq "$PAIRS"); do
-		quiesce
-		SWITCHYARD_LISTEN="127.0.0.1:${port}" SWITCHYARD_CACHE_WINDOW="$CACHE_WINDOW" \
-			SWITCHYARD_RATE_LIMIT=1000000000 SWITCHYARD_RATE_BURST=1000000000 \
-			"$work/switchyard" serve >>"$work/serve.log" 2>&1 &
-		serve_pid=$!
-		until curl -sf "http://127.0.0.1:${port}/healthz" >/dev/null; do
-			kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-			sleep 0.2
+	# external N LABEL: N serves started side by side on the scratch database (a load balancer's
+	# instances), driven from this process (`bench --target`, the clients spread over them),
+	# then stopped: their projectors and log tails would otherwise compete with what follows.
+	external() {
+		local n="$1" label="$2" targets="" pid
+		for _ in $(seq "$n"); do
+			while (: >"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; do port=$((port + 1)); done
+			SWITCHYARD_LISTEN="127.0.0.1:${port}" SWITCHYARD_CACHE_WINDOW="$CACHE_WINDOW" \
+				SWITCHYARD_RATE_LIMIT=1000000000 SWITCHYARD_RATE_BURST=1000000000 \
+				"$work/switchyard" serve >>"$work/serve.log" 2>&1 &
+			pid=$!
+			serve_pids="$serve_pids $pid"
+			until curl -sf "http://127.0.0.1:${port}/healthz" >/dev/null; do
+				kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+				sleep 0.2
+			done
+			targets="${targets:+$targets,}http://127.0.0.1:${port}"
+			port=$((port + 1))
 		done
 		# The bench process only mints a key and reads the read model: a small pool.
-		DATABASE_URL="${DATABASE_URL}&pool_max_conns=4" "$work/switchyard" bench e2e --target "http://127.0.0.1:${port}" --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
-			sed 's/^e2e:/e2e-external:/' | tee -a "$work/bench.txt"
-		kill "$serve_pid"
-		wait "$serve_pid" || true
-		serve_pid=""
+		DATABASE_URL="${DATABASE_URL}&pool_max_conns=4" "$work/switchyard" bench e2e --target "$targets" --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
+			sed "s/^e2e:/${label}:/; s/^claims:/${label}-claims:/" | tee -a "$work/bench.txt"
+		# shellcheck disable=SC2086 # the pids are words
+		kill $serve_pids
+		# shellcheck disable=SC2086
+		for pid in $serve_pids; do wait "$pid" || true; done
+		serve_pids=""
+	}
+	for _ in $(seq "$PAIRS"); do
+		quiesce
+		external 1 e2e-external
+		if [ "$INSTANCES2" = 1 ]; then
+			quiesce
+			external 2 e2e-external-two
+		fi
 		quiesce
 		# Its second phase repeats the first's calls: each is free, its window's leader's repeat.
 		"$work/switchyard" bench e2e e2e --clients "$CLIENTS" --total "$TOTAL" --cache-window "$CACHE_WINDOW" |
@@ -202,6 +222,7 @@ e2er="$(mean e2e-repeat: executions/s)"
 e2ec2="$(mean e2e-cache-two: executions/s)"
 e2er2="$(mean e2e-repeat-two: executions/s)"
 e2ex="$(mean e2e-external: executions/s)"
+e2ex2="$(mean e2e-external-two: executions/s)"
 idle_p50="$(awk '/^idle:/ { for (i = 1; i <= NF; i++) if ($i == "p50") print $(i+1) }' "$work/bench.txt" | tr -d ,)"
 wait_line="$(grep '^wait:' "$work/bench.txt" || true)"
 
@@ -215,6 +236,10 @@ printf 'submits, executions running alongside:  %s/s (ratio %s to pgbench; targe
 printf 'submits alone (--submit-only):          %s/s (ratio %s to pgbench)\n' "$sos" "$(ratio "$sos" "$tps")"
 if [ -n "$e2ex" ]; then
 	printf 'END TO END, defaults (%s cache windows), separate serve: %s/s (ratio %s to River; target 0.25)\n' "$CACHE_WINDOW" "$e2ex" "$(ratio "$e2ex" "$jobs")"
+	if [ -n "$e2ex2" ]; then
+		printf '  two separate serves, defaults:        %s/s (%s of one separate serve; target 0.9)\n' "$e2ex2" "$(ratio "$e2ex2" "$e2ex")"
+		grep '^e2e-external-two-claims:' "$work/bench.txt" | sed 's/^e2e-external-two-claims:/  two separate serves: claims:/' || true
+	fi
 	printf '  in-process, defaults:                 %s/s (separate serve at %s of it; target 0.9)\n' "$e2ec" "$(ratio "$e2ex" "$e2ec")"
 	printf '  in-process, windows off:              %s/s (defaults at %s of it; target 0.9)\n' "$e2eo" "$(ratio "$e2ec" "$e2eo")"
 	printf '  in-process, the same calls repeated:  %s/s (free; %s of the first calls)\n' "$e2er" "$(ratio "$e2er" "$e2ec")"
@@ -222,7 +247,7 @@ if [ -n "$e2ex" ]; then
 		printf '  two instances, defaults:              %s/s (%s of one instance; target 0.9)\n' "$e2ec2" "$(ratio "$e2ec2" "$e2ec")"
 		printf '  two instances, the same calls repeated: %s/s (%s of one instance)\n' "$e2er2" "$(ratio "$e2er2" "$e2er")"
 	fi
-	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|cache|repeat|off|cache-two|repeat-two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
+	printf '  (means of %s alternating rounds; each round: %s)\n' "$PAIRS" "$(grep -E '^e2e-(external|external-two|cache|repeat|off|cache-two|repeat-two):' "$work/bench.txt" | awk '{ print $1, $(NF-1) }' | paste -sd' ')"
 fi
 printf 'end-to-end executions:                  %s/s (ratio %s to River; target 0.15)\n' "$e2e" "$(ratio "$e2e" "$jobs")"
 [ -n "$e2e2" ] && printf 'end-to-end, two instances:              %s/s (%s of one instance at %s/s; target 0.9)\n' "$e2e2" "$(ratio "$e2e2" "$e2e1")" "$e2e1"

@@ -5,16 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard/switchyard/client"
@@ -56,8 +64,8 @@ type benchOptions struct {
 	// and bills; with one, e2e submits distinct inputs, so that each call runs and opens its
 	// own window, as distinct calls do under the service's default (SWITCHYARD_CACHE_WINDOW).
 	cacheWindow time.Duration
-	// target, when set, is the base URL of a separately started `serve` on DATABASE_URL: the
-	// phases drive it instead of a service in this process (benchTarget).
+	// target, when set, is the base URL of a separately started `serve` on DATABASE_URL, or
+	// several comma-separated: the phases drive them instead of a service in this process.
 	target string
 }
 
@@ -102,7 +110,9 @@ func newBenchCmd() *cobra.Command {
 			"SWITCHYARD_DATA_DIR) must be that serve's, for the bench mints its workspace and API key\n" +
 			"there and reads the read model to see executions end. The serve's own configuration\n" +
 			"then decides its cache window and rate limit; --cache-window only makes e2e's calls\n" +
-			"distinct.\n\n" +
+			"distinct. With several comma-separated URLs (serves sharing DATABASE_URL), the clients are\n" +
+			"spread over them as --instances spreads them over instances in this process, and the run\n" +
+			"ends with the claims they lost to each other, read from each serve's /metrics.\n\n" +
 			"Use a scratch database: the benchmark's events stay in its log. Compare submit with\n" +
 			"scripts/bench-sdk.sh, which also measures pgbench's single-row insert ceiling.",
 		ValidArgs: []string{"submit", "wait", "idle", "e2e", "runs", "worker", "floor"},
@@ -140,7 +150,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.pinWorkspaces, "pin-workspaces", false, "call workspace i on instance i mod --instances only (needs --workspaces at least --instances): no account charged by two instances")
 	cmd.Flags().DurationVar(&o.cacheWindow, "cache-window", 0, "the service's cache window (0: none, every call runs); with one, e2e's calls have distinct inputs")
 	cmd.Flags().BoolVar(&o.submitOnly, "submit-only", false, "run no executor: submits are accepted but not executed (measures the submit path alone; use with the submit phase)")
-	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process")
+	cmd.Flags().StringVar(&o.target, "target", "", "base URL of a separately started serve on DATABASE_URL to drive instead of one in this process; several, comma-separated, for serves sharing it")
 	cmd.Flags().StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (service and load) to this file")
 	cmd.Flags().StringVar(&o.memProfile, "memprofile", "", "write the allocations of the phases (service and load) to this file, for go tool pprof -sample_index=alloc_space")
 	cmd.Flags().StringVar(&o.trace, "trace", "", "write an execution trace of the phases (service and load) to this file, for go tool trace; keep --total small, it grows by megabytes a second")
@@ -166,8 +176,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 	if o.pinWorkspaces && (o.instances < 2 || o.workspaces < o.instances) {
 		return fmt.Errorf("--pin-workspaces needs --instances 2 or more and at least as many --workspaces")
 	}
-	if o.target != "" && (o.instances != 1 || o.submitOnly) {
-		return fmt.Errorf("--target drives one serve as it is configured: without --instances and --submit-only")
+	targets, err := benchTargets(o.target)
+	if err != nil {
+		return err
+	}
+	if len(targets) > 0 && (o.instances != 1 || o.submitOnly || o.pinWorkspaces) {
+		return fmt.Errorf("--target drives each serve as it is configured (one instance per URL): without --instances, --pin-workspaces and --submit-only")
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -194,17 +208,19 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 				return err
 			}
 		}
-		url := o.target
-		if url == "" {
+		apps = append(apps, a)
+		if len(targets) == 0 {
 			addr, done, err := benchServe(sctx, a)
 			if err != nil {
 				return err
 			}
-			url, served = "http://"+addr, append(served, done)
+			bases, served = append(bases, "http://"+addr), append(served, done)
 		}
-		apps, bases = append(apps, a), append(bases, url)
 	}
-	clients, err := benchClients(bases, keys, o.pinWorkspaces)
+	if len(targets) > 0 {
+		bases = targets
+	}
+	clients, err = benchClients(bases, keys, o.pinWorkspaces)
 	if err != nil {
 		return err
 	}
@@ -264,13 +280,19 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions, phases []strin
 			fmt.Fprintf(out, "e2e cost per execution: %s\n", cost.end(ctx, o.total))
 		}
 	}
-	if o.instances > 1 && !o.submitOnly {
+	if len(bases) > 1 && !o.submitOnly {
 		var claims, lost float64
-		for _, a := range apps {
-			claims += gatherCounter(a, "switchyard_executor_claims_total")
-			lost += gatherCounter(a, "switchyard_executor_claims_lost_total")
+		for i := range bases {
+			var gather prometheus.Gatherer
+			if len(targets) == 0 {
+				gather = apps[i].registry
+			} else if gather, err = scrapeMetrics(ctx, bases[i]); err != nil {
+				return err
+			}
+			claims += gatherCounter(gather, "switchyard_executor_claims_total")
+			lost += gatherCounter(gather, "switchyard_executor_claims_lost_total")
 		}
-		fmt.Fprintf(out, "claims: %.0f lost of %.0f over %d instances (%.2f%%)\n", lost, claims, o.instances, 100*lost/max(claims, 1))
+		fmt.Fprintf(out, "claims: %.0f lost of %.0f over %d instances (%.2f%%)\n", lost, claims, len(bases), 100*lost/max(claims, 1))
 	}
 	stop()
 	for _, done := range served {
@@ -348,8 +370,8 @@ func projectionsCaughtUp(ctx context.Context, a *app) (bool, error) {
 }
 
 // gatherCounter reads a counter of a's metrics (0 when absent).
-func gatherCounter(a *app, name string) float64 {
-	mfs, err := a.registry.Gather()
+func gatherCounter(g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
 	if err != nil {
 		return 0
 	}
@@ -690,4 +712,48 @@ func recordTo(path string, start func(io.Writer) error, stop func()) (func(), er
 		return nil, err
 	}
 	return func() { stop(); f.Close() }, nil
+}
+
+// benchTargets splits --target's comma-separated base URLs of separately started serve
+// processes (none when empty); each must be an absolute http or https URL.
+func benchTargets(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, t := range strings.Split(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(t))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--target: %q is not an http or https base URL", t)
+		}
+		out = append(out, strings.TrimRight(u.String(), "/"))
+	}
+	return out, nil
+}
+
+// scrapeMetrics reads a separately started serve's /metrics, for the counters the bench
+// reports of in-process instances from their registries.
+func scrapeMetrics(ctx context.Context, base string) (prometheus.Gatherer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics of %s: %s", base, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", base, err)
+	}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return slices.Collect(maps.Values(families)), nil
+	}), nil
 }

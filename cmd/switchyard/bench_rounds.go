@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // benchRounds is a phase's charge rounds in every instance (the executor's round metrics):
@@ -46,19 +48,19 @@ func sumRounds(apps []*app) roundTotals {
 	var t roundTotals
 	for _, a := range apps {
 		var n float64
-		n, t.seconds = addHistogram(a, "switchyard_executor_charge_round_seconds", t.seconds)
+		n, t.seconds = addHistogram(a.registry, "switchyard_executor_charge_round_seconds", t.seconds)
 		t.rounds += n
-		_, t.charges = addHistogram(a, "switchyard_executor_charge_round_charges", t.charges)
-		n, t.waited = addHistogram(a, "switchyard_executor_charge_turn_wait_seconds", t.waited)
+		_, t.charges = addHistogram(a.registry, "switchyard_executor_charge_round_charges", t.charges)
+		n, t.waited = addHistogram(a.registry, "switchyard_executor_charge_turn_wait_seconds", t.waited)
 		t.turns += n
 	}
 	return t
 }
 
-// addHistogram reads a histogram of a's metrics: its observations, and its sum added to sum
+// addHistogram reads a histogram of g's metrics: its observations, and its sum added to sum
 // (0 and sum when absent).
-func addHistogram(a *app, name string, sum float64) (float64, float64) {
-	mfs, err := a.registry.Gather()
+func addHistogram(g prometheus.Gatherer, name string, sum float64) (float64, float64) {
+	mfs, err := g.Gather()
 	if err != nil {
 		return 0, sum
 	}

@@ -52,6 +52,35 @@ func TestBenchDrivesASeparateServe(t *testing.T) {
 	}
 }
 
+// bench --target with several URLs drives several separately started serves on one database,
+// as a load balancer spreads an outside client's calls: every serve runs calls, and the bench
+// reports the claims they lost to each other from their /metrics.
+func TestBenchDrivesSeveralServes(t *testing.T) {
+	svc := startSDKService(t, 0, "SWITCHYARD_RATE_LIMIT=100000", "SWITCHYARD_RATE_BURST=100000")
+	second, _ := svc.startSecond(t)
+	targets := []string{svc.cli.url(""), second.url("")}
+	res := svc.cli.ok("bench", "e2e", "--target", strings.Join(targets, ","), "--total", "40", "--clients", "4")
+	if !strings.Contains(res.stdout, "e2e: 40 executions submitted and COMPLETED") ||
+		!regexp.MustCompile(`claims: [0-9]+ lost of [0-9]+ over 2 instances`).MatchString(res.stdout) {
+		t.Fatalf("bench e2e --target with two serves printed %q", res.stdout)
+	}
+	for _, base := range targets {
+		g, err := scrapeMetrics(context.Background(), strings.TrimRight(base, "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A serve charges the calls it ran first, the calls its clients sent it.
+		if _, charged := addHistogram(g, "switchyard_executor_charge_round_charges", 0); charged == 0 {
+			t.Errorf("the serve at %s charged no call: the clients were not spread over the targets", base)
+		}
+	}
+	for _, bad := range []string{"ftp://127.0.0.1:1", svc.cli.url("") + ",", "127.0.0.1:1"} {
+		if res := svc.cli.run("bench", "e2e", "--target", bad); res.code == 0 || !strings.Contains(res.stderr, "--target") {
+			t.Fatalf("--target %q: %s", bad, res)
+		}
+	}
+}
+
 // wantDistinctWindows checks that c's database holds n cache windows and no cached call: each
 // of bench's distinct calls ran and opened its own window.
 func wantDistinctWindows(t *testing.T, c *cli, n int) {
