@@ -67,7 +67,7 @@ func TestAChildRunStartsOnceHoweverOftenItsStageIsSubmitted(t *testing.T) {
 		t.Fatalf("the child's stream: %v, %d events", err, len(events))
 	}
 	got, err := h.Workflows.Run(ctx, dispatched[0].ChildRunID)
-	if err != nil || got.ParentRunID != st.ID || got.ParentStageID != dispatched[0].ID || string(got.Input) != `{"a": 1}` {
+	if err != nil || got.ParentRunID != st.ID || got.ParentStageID != dispatched[0].ID || !sameJSON(got.Input, json.RawMessage(`{"a": 1}`)) {
 		t.Fatalf("child %+v: %v", got, err)
 	}
 }

@@ -2,7 +2,7 @@
 # bench-append.sh: how close does the event store's append come to what the server can do?
 #
 # Runs pgbench with a custom script that inserts one comparable row per transaction (stream
-# name, uuid event id with a unique index, type, jsonb data, created_at) into a scratch table of
+# name, uuid event id with a unique index, type, json data, created_at) into a scratch table of
 # a scratch database, at 16 and 64 clients, then the Go benchmark BenchmarkAppend at the same
 # concurrency (one event per append, its own fresh database), and prints appends/s, pgbench's
 # tps and their ratio. Target: ratio >= 0.60.

@@ -21,7 +21,7 @@ CREATE TABLE bench_events (
     stream     text        NOT NULL,
     event_id   uuid        NOT NULL UNIQUE,
     type       text        NOT NULL,
-    data       jsonb       NOT NULL,
+    data       json        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 )"
 cat >"$work/insert.sql" <<'SQL'

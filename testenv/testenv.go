@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/domain/billing"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/postgres"
@@ -54,7 +55,9 @@ func New(t testing.TB) *Env {
 	if err := projections.Migrate(ctx, pool, projections.All()); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(ctx, pool, postgres.Config{})
+	store, err := postgres.New(ctx, pool, postgres.Config{CheckPayload: func(raw []byte) error {
+		return domain.CheckStorableData("payload", raw) // as the service's store does
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

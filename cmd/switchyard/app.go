@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/kurrent"
@@ -196,13 +197,17 @@ func (a *app) openStore(ctx context.Context) (eventstore.Store, error) {
 		}
 		return s, nil
 	default:
-		s, err := postgres.New(ctx, a.pool, postgres.Config{Logger: a.log, Registerer: a.registry})
+		s, err := postgres.New(ctx, a.pool, postgres.Config{Logger: a.log, Registerer: a.registry, CheckPayload: checkPayload})
 		if err != nil {
 			return nil, fmt.Errorf("open event store: %w", err)
 		}
 		return s, nil
 	}
 }
+
+// checkPayload is the event store's last check of what it writes: what domain.CheckStorableData
+// refuses, no reader of the log could take back.
+func checkPayload(raw []byte) error { return domain.CheckStorableData("payload", raw) }
 
 // Close releases the store and the pool.
 func (a *app) Close() {

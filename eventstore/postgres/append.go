@@ -83,7 +83,7 @@ RETURNING revision, tx_id, position`
 	fastInsertMany = `, ins AS (
     INSERT INTO events (stream, revision, event_id, type, category, data, metadata, tx_id)
     SELECT $1, s.base + u.ord, u.id, u.typ, $3, u.dat, u.meta, s.tx
-    FROM s, unnest($4::uuid[], $5::text[], $6::jsonb[], $7::jsonb[]) WITH ORDINALITY AS u(id, typ, dat, meta, ord)
+    FROM s, unnest($4::uuid[], $5::text[], $6::{payload}[], $7::{payload}[]) WITH ORDINALITY AS u(id, typ, dat, meta, ord)
     ORDER BY u.ord
     RETURNING position
 )
@@ -93,8 +93,8 @@ SELECT s.base + cardinality($4::uuid[]), s.tx, (SELECT max(position) FROM ins) F
 var (
 	fastUpsertOneSQL  = fmt.Sprintf(fastUpsertCTE, "1") + fastInsertOne
 	fastUpdateOneSQL  = fmt.Sprintf(fastUpdateCTE, "1") + fastInsertOne
-	fastUpsertManySQL = fmt.Sprintf(fastUpsertCTE, "cardinality($4::uuid[])") + fastInsertMany
-	fastUpdateManySQL = fmt.Sprintf(fastUpdateCTE, "cardinality($4::uuid[])") + fastInsertMany
+	fastUpsertManySQL = forPayloads(fmt.Sprintf(fastUpsertCTE, "cardinality($4::uuid[])") + fastInsertMany)
+	fastUpdateManySQL = forPayloads(fmt.Sprintf(fastUpdateCTE, "cardinality($4::uuid[])") + fastInsertMany)
 )
 
 // maxAppendRetries bounds retries of codeRetry, which needs two appenders to race within
@@ -112,8 +112,8 @@ type encoded struct {
 }
 
 // encode checks and converts an append's events. Checked here so a bad event gets an error
-// naming it, rather than a jsonb parse error about the whole array.
-func encode(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (encoded, error) {
+// naming it, rather than a parse error about the whole array.
+func (s *Store) encode(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (encoded, error) {
 	if stream == "" {
 		return encoded{}, errors.New("eventstore/postgres: append: empty stream name")
 	}
@@ -129,11 +129,13 @@ func encode(stream string, expected eventstore.ExpectedRevision, events []events
 		if ev.Type == "" {
 			return encoded{}, fmt.Errorf("eventstore/postgres: append to %s: event %d (%s): empty type", stream, i, ev.ID)
 		}
-		if !json.Valid(ev.Data) {
-			return encoded{}, fmt.Errorf("eventstore/postgres: append to %s: event %d (%s, %s): data is not JSON", stream, i, ev.ID, ev.Type)
+		if err := s.storable(ev.Data); err != nil {
+			return encoded{}, fmt.Errorf("eventstore/postgres: append to %s: event %d (%s, %s): data: %w", stream, i, ev.ID, ev.Type, err)
 		}
-		if len(ev.Metadata) > 0 && !json.Valid(ev.Metadata) {
-			return encoded{}, fmt.Errorf("eventstore/postgres: append to %s: event %d (%s, %s): metadata is not JSON", stream, i, ev.ID, ev.Type)
+		if len(ev.Metadata) > 0 {
+			if err := s.storable(ev.Metadata); err != nil {
+				return encoded{}, fmt.Errorf("eventstore/postgres: append to %s: event %d (%s, %s): metadata: %w", stream, i, ev.ID, ev.Type, err)
+			}
 		}
 		e.ids[i] = [16]byte(ev.ID)
 		e.types[i] = ev.Type
@@ -143,6 +145,23 @@ func encode(stream string, expected eventstore.ExpectedRevision, events []events
 		}
 	}
 	return e, nil
+}
+
+// errNotJSON is an event's data or metadata that is not JSON text.
+var errNotJSON = errors.New("not JSON")
+
+// storable refuses what the log cannot keep: text that is not JSON, and what Config.CheckPayload
+// refuses (as eventstore.ErrUnstorable).
+func (s *Store) storable(raw []byte) error {
+	if !json.Valid(raw) {
+		return errNotJSON
+	}
+	if s.opts.CheckPayload != nil {
+		if err := s.opts.CheckPayload(raw); err != nil {
+			return fmt.Errorf("%w: %w", err, eventstore.ErrUnstorable)
+		}
+	}
+	return nil
 }
 
 // Append writes events to stream. Concurrent appends share a transaction (group commit, see
@@ -157,12 +176,12 @@ func (s *Store) appendEvents(ctx context.Context, stream string, expected events
 	if s.closed.Load() {
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
-	e, err := encode(stream, expected, events)
+	e, err := s.encode(stream, expected, events)
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
 	if len(events) > 0 {
-		if _, ok := fastQuery(e); ok {
+		if _, ok := fastQuery(e, s.payload); ok {
 			res, ok, err := s.group.append(ctx, e, claimSet{})
 			// Wake subscribers whatever the outcome: a failed append also held a transaction
 			// id that may have kept other appends from being visible.
@@ -262,9 +281,9 @@ type fastStatement struct {
 	args []any
 }
 
-// fastQuery builds the one-statement append of e; ok is false when only the slow path can
-// say what happens (no events, a revision beyond int64).
-func fastQuery(e encoded) (fastStatement, bool) {
+// fastQuery builds the one-statement append of e to a log whose payloads are p; ok is false
+// when only the slow path can say what happens (no events, a revision beyond int64).
+func fastQuery(e encoded, p payload) (fastStatement, bool) {
 	if len(e.ids) == 0 {
 		return fastStatement{}, false
 	}
@@ -275,7 +294,7 @@ func fastQuery(e encoded) (fastStatement, bool) {
 	one := len(e.ids) == 1
 	switch {
 	case e.expected.IsAny(), e.expected.IsNoStream():
-		sql, cond = fastUpsertManySQL, e.expected.IsAny()
+		sql, cond = fastUpsertManySQL[p], e.expected.IsAny()
 		if one {
 			sql = fastUpsertOneSQL
 		}
@@ -284,7 +303,7 @@ func fastQuery(e encoded) (fastStatement, bool) {
 		if isExact && rev > math.MaxInt64 {
 			return fastStatement{}, false // cannot hold; the slow path says why
 		}
-		sql, cond = fastUpdateManySQL, int64(-1)
+		sql, cond = fastUpdateManySQL[p], int64(-1)
 		if isExact {
 			cond = int64(rev)
 		}

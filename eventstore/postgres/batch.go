@@ -40,7 +40,7 @@ import (
 // batchEventsSQL is the events' parameter list, one row per event; batchInsertSQL inserts them
 // after the streams' rows (s) were created or moved on.
 const (
-	batchEventsSQL = `unnest(%[1]s::text[], %[2]s::int[], %[3]s::uuid[], %[4]s::text[], %[5]s::jsonb[], %[6]s::jsonb[]) WITH ORDINALITY AS e(stream, off, id, typ, dat, meta, ord)`
+	batchEventsSQL = `unnest(%[1]s::text[], %[2]s::int[], %[3]s::uuid[], %[4]s::text[], %[5]s::{payload}[], %[6]s::{payload}[]) WITH ORDINALITY AS e(stream, off, id, typ, dat, meta, ord)`
 	batchInsertSQL = `, ins AS (
     INSERT INTO events (stream, revision, event_id, type, category, data, metadata, tx_id)
     SELECT s.name, s.base + e.off, e.id, e.typ, p.cat, e.dat, e.meta, s.tx
@@ -53,23 +53,23 @@ FROM s JOIN (SELECT stream, max(position) AS pos FROM ins GROUP BY stream) m ON 
 )
 
 var (
-	batchCreateSQL = `WITH p AS (
+	batchCreateSQL = forPayloads(`WITH p AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[]) WITH ORDINALITY AS p(name, n, cat, ord)
 ), s AS (
     INSERT INTO streams AS st (name, revision, tx_id)
     SELECT p.name, p.n - 1, pg_current_xact_id() FROM p ORDER BY p.ord
     ON CONFLICT (name) DO NOTHING
     RETURNING st.name, -1::bigint AS base, st.revision AS last, st.tx_id AS tx
-)` + fmt.Sprintf(batchInsertSQL, "$4", "$5", "$6", "$7", "$8", "$9")
+)` + fmt.Sprintf(batchInsertSQL, "$4", "$5", "$6", "$7", "$8", "$9"))
 
-	batchUpdateSQL = `WITH p AS (
+	batchUpdateSQL = forPayloads(`WITH p AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[]) WITH ORDINALITY AS p(name, n, cat, expect, ord)
 ), s AS (
     UPDATE streams st SET revision = st.revision + p.n, tx_id = pg_current_xact_id()
     FROM p
     WHERE st.name = p.name AND st.tx_id <= pg_current_xact_id() AND (p.expect < 0 OR st.revision = p.expect)
     RETURNING st.name, st.revision - p.n AS base, st.revision AS last, st.tx_id AS tx
-)` + fmt.Sprintf(batchInsertSQL, "$5", "$6", "$7", "$8", "$9", "$10")
+)` + fmt.Sprintf(batchInsertSQL, "$5", "$6", "$7", "$8", "$9", "$10"))
 )
 
 // batchMin is the fewest appends worth a batched statement; below it each keeps its own
@@ -162,12 +162,12 @@ func batchArgs(parts []encoded, idx []int, update bool) []any {
 }
 
 // queueBatches queues plan's batched statements on b; readBatches reads their rows.
-func queueBatches(b *pgx.Batch, parts []encoded, plan batchPlan) {
+func queueBatches(b *pgx.Batch, parts []encoded, plan batchPlan, p payload) {
 	if len(plan.create) > 0 {
-		b.Queue(batchCreateSQL, batchArgs(parts, plan.create, false)...)
+		b.Queue(batchCreateSQL[p], batchArgs(parts, plan.create, false)...)
 	}
 	if len(plan.update) > 0 {
-		b.Queue(batchUpdateSQL, batchArgs(parts, plan.update, true)...)
+		b.Queue(batchUpdateSQL[p], batchArgs(parts, plan.update, true)...)
 	}
 }
 

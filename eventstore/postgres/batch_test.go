@@ -115,7 +115,7 @@ func TestAChecksFastPath(t *testing.T) {
 	}
 	multi := func(rev uint64) (string, bool, error) {
 		made := "run-" + uuid.NewString()
-		parts, err := encodeParts([]eventstore.StreamAppend{
+		parts, err := (&Store{}).encodeParts([]eventstore.StreamAppend{
 			{Stream: checked, Expected: eventstore.Exact(rev)},
 			{Stream: made, Expected: eventstore.NoStream(), Events: []eventstore.EventData{event("Triggered")}},
 		})

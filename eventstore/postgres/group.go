@@ -88,7 +88,7 @@ func (s *Store) GroupStats() GroupStats {
 // append runs e's fast statement in a group. ok is false when it wrote nothing and the slow
 // path must decide; err is set only for failures the slow path would not change.
 func (g *grouper) append(ctx context.Context, e encoded, claims claimSet) (eventstore.AppendResult, bool, error) {
-	st, _ := fastQuery(e)
+	st, _ := fastQuery(e, g.s.payload)
 	r := &groupReq{ctx: ctx, e: e, st: st, claims: claims, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
@@ -181,7 +181,7 @@ func (g *grouper) run(batch []*groupReq) {
 	plan := planBatches(parts)
 	b := &pgx.Batch{}
 	g.s.queueAppendLock(b)
-	queueBatches(b, parts, plan)
+	queueBatches(b, parts, plan, g.s.payload)
 	for _, i := range plan.rest {
 		b.Queue(batch[i].st.sql, batch[i].st.args...)
 	}

@@ -29,7 +29,7 @@ func (s *Store) appendMulti(ctx context.Context, appends []eventstore.StreamAppe
 	if s.closed.Load() {
 		return nil, eventstore.ErrClosed
 	}
-	parts, err := encodeParts(appends)
+	parts, err := s.encodeParts(appends)
 	if err != nil || len(parts) == 0 {
 		return []eventstore.AppendResult{}, err
 	}
@@ -40,7 +40,7 @@ func (s *Store) appendMulti(ctx context.Context, appends []eventstore.StreamAppe
 	defer s.appended()
 	if len(parts) == 1 {
 		// One stream's append, with its claims: it may share a group's commit (group.go).
-		if _, fast := fastQuery(parts[0]); fast {
+		if _, fast := fastQuery(parts[0], s.payload); fast {
 			if res, ok, err := s.group.append(ctx, parts[0], claims); ok || err != nil {
 				return []eventstore.AppendResult{res}, err
 			}
@@ -118,10 +118,10 @@ func claimedError(err error) (*eventstore.ClaimedError, bool) {
 }
 
 // encodeParts encodes every part of a multi-append.
-func encodeParts(appends []eventstore.StreamAppend) ([]encoded, error) {
+func (s *Store) encodeParts(appends []eventstore.StreamAppend) ([]encoded, error) {
 	parts := make([]encoded, len(appends))
 	for i, a := range appends {
-		e, err := encode(a.Stream, a.Expected, a.Events)
+		e, err := s.encode(a.Stream, a.Expected, a.Events)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +166,7 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 		if slices.Contains(plan.checks, i) {
 			continue
 		}
-		st, ok := fastQuery(e)
+		st, ok := fastQuery(e, s.payload)
 		if !ok {
 			return nil, false, nil
 		}
@@ -177,7 +177,7 @@ func (s *Store) multiFast(ctx context.Context, via batchSender, parts []encoded,
 	written := make([]bool, len(parts))
 	b := &pgx.Batch{}
 	s.queueAppendLock(b)
-	queueBatches(b, parts, plan)
+	queueBatches(b, parts, plan, s.payload)
 	for _, i := range plan.rest {
 		b.Queue(stmts[i].sql, stmts[i].args...)
 	}

@@ -63,6 +63,9 @@ const constraintEventID = "events_event_id_key"
 //     holder of the append lock, horizonSQL): nothing can appear there later.
 //   - tx_id is the 64-bit transaction id (xid8, never wraps), the primary key of the log order.
 //   - category is stored so subscriptions filter in SQL without parsing stream names.
+//   - data and metadata are json: stored as the text came, validated, never parsed into
+//     jsonb's binary form nor printed back on every read (payload.go). The store refuses what a
+//     reader could not take back before it writes (append.go, storable).
 //   - streams holds one row per stream: appends lock it (and only it) to serialize writers of
 //     one stream, so appends to different streams never wait for each other. Its tx_id is the
 //     last writer's transaction id, used to keep revision order equal to log order.
@@ -82,8 +85,8 @@ CREATE TABLE IF NOT EXISTS events (
     event_id   uuid        NOT NULL,
     type       text        NOT NULL,
     category   text        NOT NULL,
-    data       jsonb       NOT NULL,
-    metadata   jsonb,
+    data       json        NOT NULL,
+    metadata   json,
     created_at timestamptz NOT NULL DEFAULT now(),
     tx_id      xid8        NOT NULL DEFAULT pg_current_xact_id(),
     -- The log order is the primary key: it is the index log reads walk, and a separate
@@ -353,6 +356,17 @@ func StreamNamesBytewise(ctx context.Context, pool *pgxpool.Pool) (bool, error) 
 		return false, fmt.Errorf("eventstore/postgres: read the stream names' collation: %w", err)
 	}
 	return n == 2, nil
+}
+
+// PayloadsAsJSON reports whether the log keeps its events' data and metadata as json, as logs
+// created since 11-28 do, rather than jsonb (payload.go); migrate leaves an older log as it is,
+// because converting it rewrites the events table (docs/operations.md, "Payloads as json").
+func PayloadsAsJSON(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var typ *string
+	if err := pool.QueryRow(ctx, payloadTypeSQL).Scan(&typ); err != nil {
+		return false, fmt.Errorf("eventstore/postgres: read the payloads' type: %w", err)
+	}
+	return typ != nil && *typ == "json", nil
 }
 
 // migrate runs script under the migration lock.

@@ -87,6 +87,13 @@ type Config struct {
 	GroupConcurrency int
 	// Registerer, if set, receives the group commit and log tail metrics (metrics.go).
 	Registerer prometheus.Registerer
+	// CheckPayload, if set, refuses an event's data or metadata that the log's readers could
+	// not take back; its error fails the append with eventstore.ErrUnstorable, writing nothing.
+	// The service passes its domain's rule (domain.CheckStorableData: a NUL character, a lone
+	// UTF-16 surrogate, a number beyond PostgreSQL's numeric), which a log keeping payloads as
+	// json (a new one, payload.go) would otherwise store as they came, and a jsonb one refuses
+	// itself. Unset, the store refuses only text that is not JSON.
+	CheckPayload func(raw []byte) error
 	// Logger receives warnings about retried failures. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
@@ -138,7 +145,10 @@ func (c Config) Validate() error {
 type Store struct {
 	pool *pgxpool.Pool
 	opts Config
-	log  logrus.FieldLogger
+	// payload is the type of the log's data and metadata columns, which the append's array
+	// parameters are cast to (payload.go).
+	payload payload
+	log     logrus.FieldLogger
 	// instance tags this Store's NOTIFYs so its own listener can ignore them: local
 	// subscribers were already woken in-process.
 	instance string
@@ -183,16 +193,22 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Config) (*Store, error) {
 		return nil, err
 	}
 	var ok bool
-	if err := pool.QueryRow(ctx, "SELECT to_regprocedure('eventstore_append(text,int,bigint,uuid[],text[],jsonb[],jsonb[])') IS NOT NULL").Scan(&ok); err != nil {
+	var payloadType *string
+	if err := pool.QueryRow(ctx, "SELECT to_regprocedure('eventstore_append(text,int,bigint,uuid[],text[],jsonb[],jsonb[])') IS NOT NULL, ("+payloadTypeSQL+")").Scan(&ok, &payloadType); err != nil {
 		return nil, fmt.Errorf("eventstore/postgres: new: check schema: %w", err)
 	}
-	if !ok {
+	if !ok || payloadType == nil {
 		return nil, errors.New("eventstore/postgres: new: schema missing: run postgres.Migrate (switchyard migrate) first")
+	}
+	payload, err := payloadOf(*payloadType)
+	if err != nil {
+		return nil, fmt.Errorf("eventstore/postgres: new: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		pool:      pool,
 		opts:      opts,
+		payload:   payload,
 		log:       opts.Logger.WithField("component", "eventstore/postgres"),
 		instance:  uuid.NewString(),
 		ctx:       sctx,

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/storetest"
 	"github.com/switchyard/switchyard/internal/testdb"
@@ -381,12 +382,13 @@ func TestAppendRejectsBadEvents(t *testing.T) {
 	}
 }
 
-// Data PostgreSQL's jsonb refuses (a NUL character, a number beyond numeric) is
-// eventstore.ErrUnstorable on every append path, single or multi, in a turn or not, and writes
-// nothing; a multi-append's other parts then go through alone.
+// Data the service's readers could not take back (a NUL character, a number beyond numeric),
+// refused by Config.CheckPayload as the service sets it, is eventstore.ErrUnstorable on every
+// append path, single or multi, in a turn or not, and writes nothing; a multi-append's other
+// parts then go through alone.
 func TestUnstorableDataIsErrUnstorable(t *testing.T) {
 	pool, _ := newMigratedDB(t, 4)
-	st := newStore(t, pool, Config{})
+	st := newStore(t, pool, Config{CheckPayload: func(raw []byte) error { return domain.CheckStorableData("payload", raw) }})
 	ctx := testCtx(t)
 	for _, data := range []string{`{"a":"\u0000"}`, `{"a":1e131072}`} {
 		bad := eventstore.EventData{ID: uuid.New(), Type: "T", Data: []byte(data)}

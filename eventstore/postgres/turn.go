@@ -173,7 +173,7 @@ func (t *turn) appendMulti(ctx context.Context, appends []eventstore.StreamAppen
 	if t.done {
 		return nil, errTurnEnded
 	}
-	parts, err := encodeParts(appends)
+	parts, err := t.s.encodeParts(appends)
 	if err != nil || len(parts) == 0 {
 		t.End()
 		return []eventstore.AppendResult{}, err
