@@ -14,8 +14,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/switchyard/switchyard/commands"
-	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/domain"
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/eventstore/kurrent"
 	"github.com/switchyard/switchyard/eventstore/postgres"
