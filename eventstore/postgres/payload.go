@@ -7,7 +7,7 @@ import (
 
 // payload is the SQL type of the events' data and metadata columns. A log created since 11-28
 // keeps them as json: text validated and stored as it came, which an append does not parse
-// into a binary form and a read does not print back (all statements −10 %, log reads −43 %,
+// into a binary form and a read does not print back (statement time −6 to −16 %, log reads −41 %,
 // docs/performance.md, "Payloads kept as text"). An older log keeps jsonb (CREATE TABLE IF NOT
 // EXISTS leaves a table as it was) until converted (docs/operations.md, "Payloads as json"); the
 // store casts its array parameters to whichever the log has, so neither pays a conversion.
