@@ -47,10 +47,7 @@ func newMigrateCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), migrateOutcome(before, after))
-			if err := noteStreamNamesCollation(cmd, a); err != nil {
-				return err
-			}
-			return notePayloads(cmd, a)
+			return noteOlderLog(cmd, a)
 		},
 	}
 }
@@ -102,36 +99,40 @@ func migrateOutcome(before, after schemaShape) string {
 	}
 }
 
-// noteStreamNamesCollation tells the operator of a log created before stream names compared
-// bytewise how to convert it: appends are faster once converted, and migrate leaves it to them
-// because the conversion locks the log (docs/operations.md, "Stream names' collation").
-func noteStreamNamesCollation(cmd *cobra.Command, a *app) error {
-	if a.cfg.EventStore != config.EventStorePostgres {
-		return nil
-	}
-	bytewise, err := postgres.StreamNamesBytewise(cmd.Context(), a.pool)
-	if err != nil || bytewise {
-		return err
-	}
-	fmt.Fprintln(cmd.ErrOrStderr(), "note: this event log's stream names use the database's collation; "+
-		"converting them to \"C\" makes appends faster and locks the log for about a second a million events "+
-		"(docs/operations.md, \"Stream names' collation\")")
-	return nil
+// olderLogNote is a way an event log created by an earlier version differs from a new one,
+// which migrate leaves as it is because converting it locks the log: current reports whether
+// the log is as a new one is, note what migrate says on standard error when it is not.
+type olderLogNote struct {
+	current func(context.Context, *pgxpool.Pool) (bool, error)
+	note    string
 }
 
-// notePayloads tells the operator of a log created before payloads were kept as json how to
-// convert it: appends and reads are cheaper once converted, and migrate leaves it to them
-// because the conversion rewrites the events table (docs/operations.md, "Payloads as json").
-func notePayloads(cmd *cobra.Command, a *app) error {
+// olderLogNotes are the conversions docs/operations.md gives for older logs.
+var olderLogNotes = []olderLogNote{
+	// Appends are faster once stream names compare bytewise ("Stream names' collation").
+	{postgres.StreamNamesBytewise, "note: this event log's stream names use the database's collation; " +
+		"converting them to \"C\" makes appends faster and locks the log for about a second a million events " +
+		"(docs/operations.md, \"Stream names' collation\")"},
+	// Appends and reads are cheaper once payloads are json ("Payloads as json").
+	{postgres.PayloadsAsJSON, "note: this event log keeps its payloads as jsonb; " +
+		"converting them to json makes appends and reads cheaper and rewrites the events table " +
+		"(docs/operations.md, \"Payloads as json\")"},
+}
+
+// noteOlderLog tells the operator of a PostgreSQL log created by an earlier version how to
+// convert it, one note for each way it differs from a new log.
+func noteOlderLog(cmd *cobra.Command, a *app) error {
 	if a.cfg.EventStore != config.EventStorePostgres {
 		return nil
 	}
-	asJSON, err := postgres.PayloadsAsJSON(cmd.Context(), a.pool)
-	if err != nil || asJSON {
-		return err
+	for _, n := range olderLogNotes {
+		current, err := n.current(cmd.Context(), a.pool)
+		if err != nil {
+			return err
+		}
+		if !current {
+			fmt.Fprintln(cmd.ErrOrStderr(), n.note)
+		}
 	}
-	fmt.Fprintln(cmd.ErrOrStderr(), "note: this event log keeps its payloads as jsonb; "+
-		"converting them to json makes appends and reads cheaper and rewrites the events table "+
-		"(docs/operations.md, \"Payloads as json\")")
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/eventstore"
 	"github.com/switchyard/switchyard/internal/testdb"
@@ -76,17 +77,25 @@ func readPayloads(t *testing.T, st *Store, streams map[string][]string) (data, m
 	return data, meta
 }
 
+// payloadStore opens a store on pool, whose log keeps payloads as want: PayloadsAsJSON says so,
+// and the store casts its statements' arrays to it.
+func payloadStore(t *testing.T, pool *pgxpool.Pool, want payload) *Store {
+	t.Helper()
+	if asJSON, err := PayloadsAsJSON(testCtx(t), pool); err != nil || asJSON != (want == payloadJSON) {
+		t.Fatalf("PayloadsAsJSON: %v, %v; want the log's payloads as %v", asJSON, err, want)
+	}
+	st := newStore(t, pool, Config{})
+	if st.payload != want {
+		t.Fatalf("the store casts payloads to %v, want %v", st.payload, want)
+	}
+	return st
+}
+
 // A new log keeps payloads as json, so every append path stores an event's data and metadata
 // as the text that came, and every read gives that text back byte for byte.
 func TestANewLogKeepsPayloadsAsTheyCame(t *testing.T) {
 	pool, _ := newMigratedDB(t, 4)
-	if asJSON, err := PayloadsAsJSON(testCtx(t), pool); err != nil || !asJSON {
-		t.Fatalf("PayloadsAsJSON on a new log: %v, %v", asJSON, err)
-	}
-	st := newStore(t, pool, Config{})
-	if st.payload != payloadJSON {
-		t.Fatalf("the store casts payloads to %v on a json log", st.payload)
-	}
+	st := payloadStore(t, pool, payloadJSON)
 	written := appendEveryWay(t, st)
 	data, meta := readPayloads(t, st, written)
 	if !reflect.DeepEqual(data, written) || !reflect.DeepEqual(meta, written) {
@@ -111,13 +120,7 @@ func TestAnOlderLogKeepsJSONBPayloads(t *testing.T) {
 	if err := Migrate(ctx, pool); err != nil {
 		t.Fatalf("migrate an older log: %v", err)
 	}
-	if asJSON, err := PayloadsAsJSON(ctx, pool); err != nil || asJSON {
-		t.Fatalf("PayloadsAsJSON on an older log: %v, %v", asJSON, err)
-	}
-	st := newStore(t, pool, Config{})
-	if st.payload != payloadJSONB {
-		t.Fatalf("the store casts payloads to %v on a jsonb log", st.payload)
-	}
+	st := payloadStore(t, pool, payloadJSONB)
 	written := appendEveryWay(t, st)
 	data, _ := readPayloads(t, st, written)
 	for stream, texts := range written {
