@@ -10,7 +10,10 @@ import (
 // into a binary form and a read does not print back (statement time −6 to −16 %, log reads −41 %,
 // docs/performance.md, "Payloads kept as text"). An older log keeps jsonb (CREATE TABLE IF NOT
 // EXISTS leaves a table as it was) until converted (docs/operations.md, "Payloads as json"); the
-// store casts its array parameters to whichever the log has, so neither pays a conversion.
+// store's fast paths cast their array parameters to whichever the log has, so neither pays a
+// conversion. The slow path (eventstore_append, whose parameters stay jsonb[]: a conflict, a
+// revision beyond int64) converts, and an event it writes to a json log is kept as jsonb prints
+// it: the same JSON, its keys sorted.
 // Nothing looks inside an event's payload in SQL but tests and people, and json answers their
 // -> and ->> as jsonb does.
 type payload int

@@ -7,11 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/eventstore"
-	"github.com/switchyard/switchyard/internal/testdb"
 )
 
 // payloadTexts are payloads as a writer may send them: keys out of order, spaces, a key twice,
@@ -107,19 +105,8 @@ func TestANewLogKeepsPayloadsAsTheyCame(t *testing.T) {
 // the events table, docs/operations.md), and the store appends to it on every path, its array
 // parameters cast to jsonb, and reads the same JSON back.
 func TestAnOlderLogKeepsJSONBPayloads(t *testing.T) {
-	ctx := testCtx(t)
-	pool := newPool(t, testdb.New(t), 4)
-	older := strings.NewReplacer("data       json        NOT NULL", "data       jsonb       NOT NULL",
-		"metadata   json,", "metadata   jsonb,").Replace(schemaSQL)
-	if older == schemaSQL {
-		t.Fatal("the schema has no json payload columns to make jsonb")
-	}
-	if _, err := pool.Exec(ctx, older+claimsSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatalf("create the older schema: %v", err)
-	}
-	if err := Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate an older log: %v", err)
-	}
+	pool := migratedOlderLog(t, strings.NewReplacer("data       json        NOT NULL", "data       jsonb       NOT NULL",
+		"metadata   json,", "metadata   jsonb,"))
 	st := payloadStore(t, pool, payloadJSONB)
 	written := appendEveryWay(t, st)
 	data, _ := readPayloads(t, st, written)
